@@ -1,0 +1,152 @@
+package caddymodule
+
+import (
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/dustin/go-humanize"
+)
+
+func init() {
+	httpcaddyfile.RegisterHandlerDirective("hookgate", parseCaddyfile)
+	httpcaddyfile.RegisterDirectiveOrder("hookgate", httpcaddyfile.After, "basic_auth")
+}
+
+func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	m := new(Handler)
+	err := m.UnmarshalCaddyfile(h.Dispenser)
+	return m, err
+}
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens:
+//
+//	hookgate [<matcher>] {
+//		preset           standard|svix|stripe|github|shopify|slack|generic
+//		secret           <secret>                 # repeat to rotate
+//		tolerance        <duration>
+//		name             <name>
+//		dedupe_ttl       <duration>
+//		dedupe           off
+//		lease            <duration>
+//		max_body         <size>
+//		id               header|json <name|path>
+//		version          header|json <entity> header|json <version>
+//		storage          badger [<dir>]
+//		signature_header <name>
+//		signature_format single|stripe|standard
+//		prefix           <text>
+//		encoding         hex|base64
+//		algorithm        sha256|sha1|sha512
+//		secret_encoding  raw|base64|whsec
+//		signed           <template>
+//		timestamp_header <name>
+//		timestamp_unit   s|ms
+//	}
+func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	strings := map[string]*string{
+		"preset":           &h.Preset,
+		"name":             &h.Name,
+		"signature_header": &h.SignatureHeader,
+		"signature_format": &h.SignatureFormat,
+		"prefix":           &h.Prefix,
+		"encoding":         &h.Encoding,
+		"algorithm":        &h.Algorithm,
+		"secret_encoding":  &h.SecretEncoding,
+		"signed":           &h.Signed,
+		"timestamp_header": &h.TimestampHeader,
+		"timestamp_unit":   &h.TimestampUnit,
+	}
+	durations := map[string]*caddy.Duration{
+		"tolerance":  &h.Tolerance,
+		"dedupe_ttl": &h.DedupeTTL,
+		"lease":      &h.Lease,
+	}
+	for d.NextBlock(0) {
+		sub := d.Val()
+		if dst, ok := strings[sub]; ok {
+			if !d.AllArgs(dst) {
+				return d.ArgErr()
+			}
+			continue
+		}
+		if dst, ok := durations[sub]; ok {
+			var raw string
+			if !d.AllArgs(&raw) {
+				return d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(raw)
+			if err != nil {
+				return d.Errf("%s: %v", sub, err)
+			}
+			*dst = caddy.Duration(dur)
+			continue
+		}
+		if err := h.unmarshalCompound(d, sub); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unmarshalCompound handles the subdirectives that take more than one plain value.
+func (h *Handler) unmarshalCompound(d *caddyfile.Dispenser, sub string) error {
+	switch sub {
+	case "secret":
+		var s string
+		if !d.AllArgs(&s) {
+			return d.ArgErr()
+		}
+		h.Secrets = append(h.Secrets, s)
+	case "dedupe":
+		var v string
+		if !d.AllArgs(&v) || v != "off" {
+			return d.Err("dedupe takes one argument: off")
+		}
+		h.DedupeOff = true
+	case "max_body":
+		var raw string
+		if !d.AllArgs(&raw) {
+			return d.ArgErr()
+		}
+		size, err := humanize.ParseBytes(raw)
+		if err != nil {
+			return d.Errf("max_body: %v", err)
+		}
+		h.MaxBody = int64(size)
+	case "id":
+		h.ID = new(Source)
+		if !d.AllArgs(&h.ID.From, &h.ID.Name) {
+			return d.ArgErr()
+		}
+	case "version":
+		v := new(VersionSource)
+		if !d.AllArgs(&v.Entity.From, &v.Entity.Name, &v.Version.From, &v.Version.Name) {
+			return d.Err("version takes: header|json <entity> header|json <version>")
+		}
+		h.Version = v
+	case "storage":
+		st := new(Storage)
+		if !d.NextArg() {
+			return d.ArgErr()
+		}
+		st.Backend = d.Val()
+		if d.NextArg() {
+			st.Dir = d.Val()
+		}
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+		h.Storage = st
+	default:
+		return d.Errf("unrecognized hookgate subdirective %q", sub)
+	}
+	return nil
+}
+
+// Interface guard
+var _ caddyfile.Unmarshaler = (*Handler)(nil)

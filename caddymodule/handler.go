@@ -1,0 +1,120 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/dustin/go-humanize"
+	"go.uber.org/zap"
+
+	"github.com/hookgate/hookgate/dedupe"
+)
+
+// ServeHTTP is the story of one webhook (DESIGN.md §1): strip our headers, read the raw body,
+// verify, extract the event, claim it in the ledger, hand it on, then mark it done or release it.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	out := newOutcome(w, r)
+	stripHookgateHeaders(r.Header)
+
+	body, status, err := readBody(w, r, h.MaxBody)
+	if err != nil {
+		return out.reject(status, err.Error())
+	}
+	verified, err := h.verifier.Verify(r.Header, body, time.Now())
+	if err != nil {
+		return out.reject(http.StatusUnauthorized, err.Error())
+	}
+	claim, err := h.claimFor(r, body, verified)
+	if err != nil {
+		return out.reject(http.StatusBadRequest, err.Error())
+	}
+	out.event(claim.ID, h.verifier.Config().Scheme)
+
+	found, err := h.ledger.Claim(r.Context(), claim)
+	switch {
+	case err != nil:
+		h.logger.Error("ledger claim failed", zap.String("route", h.Name), zap.Error(err))
+		return out.busy("ledger unavailable")
+	case found == dedupe.Duplicate:
+		return out.answer(http.StatusOK, "duplicate", `{"received":true,"duplicate":true}`)
+	case found == dedupe.Stale:
+		return out.answer(http.StatusOK, "stale", `{"received":true,"stale":true}`)
+	case found == dedupe.InFlight:
+		return out.conflict("a request with this event ID is still being processed")
+	}
+
+	out.accepted()
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.Header.Set("Hookgate-Event-Id", claim.ID)
+	r.Header.Set("Hookgate-Verified", h.verifier.Config().Scheme)
+	rec := &statusRecorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
+	nextErr := next.ServeHTTP(rec, r)
+	h.settle(r.Context(), claim, nextErr == nil && rec.status < 500)
+	return nextErr
+}
+
+// settle marks the event done when the next handler succeeded, or releases the claim so the
+// provider's retry is processed rather than dropped as a duplicate. It runs even if the client has
+// gone away, because the work upstream happened either way.
+func (h *Handler) settle(ctx context.Context, claim dedupe.Claim, ok bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	var err error
+	if ok {
+		err = h.ledger.Done(ctx, claim, time.Duration(h.DedupeTTL))
+	} else {
+		err = h.ledger.Release(ctx, claim)
+	}
+	if err != nil {
+		// The claim's lease lapses on its own; a retry before then gets 409, not silence.
+		h.logger.Error("ledger settle failed", zap.String("route", h.Name), zap.Bool("done", ok), zap.Error(err))
+	}
+}
+
+// stripHookgateHeaders drops every incoming Hookgate-* header: they are ours to set.
+func stripHookgateHeaders(hdr http.Header) {
+	for name := range hdr {
+		if len(name) >= 9 && http.CanonicalHeaderKey(name[:9]) == "Hookgate-" {
+			delete(hdr, name)
+		}
+	}
+}
+
+// readBody reads the whole raw body, refusing more than max bytes with 413.
+func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, int, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("request body exceeds max_body (%s)", humanize.IBytes(uint64(max)))
+	}
+	if err != nil {
+		return nil, http.StatusBadRequest, errors.New("reading the request body failed")
+	}
+	return body, 0, nil
+}
+
+// statusRecorder notes the status the next handler answered with.
+type statusRecorder struct {
+	*caddyhttp.ResponseWriterWrapper
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 && code >= 200 {
+		s.status = code
+	}
+	s.ResponseWriterWrapper.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriterWrapper.Write(b)
+}

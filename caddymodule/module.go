@@ -1,0 +1,291 @@
+// Package caddymodule is hookgate's Caddy glue: the HTTP handler, its Caddyfile syntax, the shared
+// ledger pool and the CLI. It is the only package that imports Caddy.
+package caddymodule
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/hookgate/hookgate/verify"
+)
+
+func init() {
+	caddy.RegisterModule(&Handler{})
+}
+
+// Defaults applied by Provision when a field is left empty.
+const (
+	defaultMaxBody   = 1 << 20
+	defaultDedupeTTL = 72 * time.Hour
+	defaultLease     = time.Minute
+)
+
+// Handler verifies, dedupes and version-checks incoming webhooks before handing them to the next
+// handler. Only authentic, fresh, new and not-stale requests get through.
+type Handler struct {
+	// Preset names the provider's signature scheme: standard, svix, stripe, github, shopify, slack
+	// or generic. Any scheme field below overrides the preset's value. Required.
+	Preset string `json:"preset,omitempty"`
+
+	// Secrets are the signing secrets; a signature made with any of them is accepted, which is how a
+	// secret is rotated. `{env.*}` and `{file.*}` placeholders are expanded once at provision time.
+	// At least one is required.
+	Secrets []string `json:"secrets,omitempty"`
+
+	// Tolerance is how far the signed timestamp may be from now, in either direction.
+	// Default: 5m. Schemes without a signed timestamp skip this check.
+	Tolerance caddy.Duration `json:"tolerance,omitempty"`
+
+	// Name namespaces this route's ledger keys; it must be unique among the routes sharing a store.
+	// Default: the preset name.
+	Name string `json:"name,omitempty"`
+
+	// DedupeTTL is how long a processed event ID is remembered. It must cover the provider's retry
+	// horizon (Stripe retries for 3 days). Default: 72h.
+	DedupeTTL caddy.Duration `json:"dedupe_ttl,omitempty"`
+
+	// DedupeOff turns event-ID deduplication off, for providers that send no event ID. Default: false.
+	DedupeOff bool `json:"dedupe_off,omitempty"`
+
+	// Lease is how long an event ID stays claimed while the next handler runs; if Caddy dies
+	// mid-request the claim lapses after it. Keep it longer than the upstream timeout. Default: 1m.
+	Lease caddy.Duration `json:"lease,omitempty"`
+
+	// MaxBody is the largest accepted request body, in bytes; larger ones get 413. Default: 1 MiB.
+	MaxBody int64 `json:"max_body,omitempty"`
+
+	// ID says where the event ID is: a header or a JSON path (gjson syntax) in the body.
+	// Default: the preset's.
+	ID *Source `json:"id,omitempty"`
+
+	// Version, when set, discards events older than what the entity already has.
+	Version *VersionSource `json:"version,omitempty"`
+
+	// Storage selects the ledger. Default: badger in Caddy's data directory, under hookgate/.
+	Storage *Storage `json:"storage,omitempty"`
+
+	// SignatureHeader overrides the header that carries the signature.
+	SignatureHeader string `json:"signature_header,omitempty"`
+	// SignatureFormat overrides how that header is parsed: single, stripe or standard.
+	SignatureFormat string `json:"signature_format,omitempty"`
+	// Prefix overrides the text before the encoded signature, e.g. `sha256=`.
+	Prefix string `json:"prefix,omitempty"`
+	// Encoding overrides the signature's encoding: hex or base64.
+	Encoding string `json:"encoding,omitempty"`
+	// Algorithm overrides the HMAC hash: sha256, sha1 or sha512.
+	Algorithm string `json:"algorithm,omitempty"`
+	// SecretEncoding overrides how secrets are decoded: raw, base64 or whsec.
+	SecretEncoding string `json:"secret_encoding,omitempty"`
+	// Signed overrides the template of the signed bytes, over {id}, {timestamp} and {body}.
+	Signed string `json:"signed,omitempty"`
+	// TimestampHeader overrides the header carrying the signed Unix timestamp.
+	TimestampHeader string `json:"timestamp_header,omitempty"`
+	// TimestampUnit overrides the timestamp's unit: s or ms.
+	TimestampUnit string `json:"timestamp_unit,omitempty"`
+
+	verifier *verify.Verifier
+	ledger   *pooledLedger
+	logger   *zap.Logger
+}
+
+// Source names where a value is found in a request.
+type Source struct {
+	// From is `header` or `json`.
+	From string `json:"from"`
+	// Name is the header name or the JSON path (gjson syntax).
+	Name string `json:"name"`
+}
+
+// VersionSource locates an event's entity key and its version. Versions are integers or RFC 3339
+// times; an event whose version is not newer than the entity's stored one is answered 200 stale.
+type VersionSource struct {
+	// Entity is where the entity key is, e.g. JSON path data.object.id.
+	Entity Source `json:"entity"`
+	// Version is where the version is, e.g. JSON path data.object.updated.
+	Version Source `json:"version"`
+}
+
+// Storage selects the ledger backend.
+type Storage struct {
+	// Backend is `badger` (embedded; the only backend so far).
+	Backend string `json:"backend,omitempty"`
+	// Dir is Badger's directory. Default: hookgate/ in Caddy's data directory.
+	Dir string `json:"dir,omitempty"`
+}
+
+// CaddyModule returns the Caddy module information.
+func (*Handler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.hookgate",
+		New: func() caddy.Module { return new(Handler) },
+	}
+}
+
+// Provision builds the verifier and attaches the route to its (shared, lazily opened) ledger.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
+	if h.Preset == "" {
+		return fmt.Errorf("hookgate: preset is required (one of %v)", verify.PresetNames())
+	}
+	cfg, ok := verify.Preset(h.Preset)
+	if !ok {
+		return fmt.Errorf("hookgate: unknown preset %q (one of %v)", h.Preset, verify.PresetNames())
+	}
+	h.applyOverrides(&cfg)
+	secrets, err := expandSecrets(h.Secrets)
+	if err != nil {
+		return err
+	}
+	if h.verifier, err = verify.New(cfg, secrets); err != nil {
+		return fmt.Errorf("hookgate: %w", err)
+	}
+	if h.ID == nil {
+		h.ID = presetIDSource(cfg)
+	}
+	if h.ID == nil && !h.DedupeOff {
+		return fmt.Errorf("hookgate: preset %s has no event ID: set `id header NAME` or `id json PATH`, or `dedupe off`", h.Preset)
+	}
+	if h.Name == "" {
+		h.Name = h.Preset
+	}
+	if h.MaxBody == 0 {
+		h.MaxBody = defaultMaxBody
+	}
+	if h.DedupeTTL == 0 {
+		h.DedupeTTL = caddy.Duration(defaultDedupeTTL)
+	}
+	if h.Lease == 0 {
+		h.Lease = caddy.Duration(defaultLease)
+	}
+	dir, err := h.storageDir()
+	if err != nil {
+		return err
+	}
+	h.ledger, err = acquireLedger(dir)
+	return err
+}
+
+// applyOverrides lays the operator's scheme fields over the preset's.
+func (h *Handler) applyOverrides(cfg *verify.Config) {
+	for dst, src := range map[*string]string{
+		&cfg.SignatureHeader: h.SignatureHeader,
+		&cfg.Format:          h.SignatureFormat,
+		&cfg.Prefix:          h.Prefix,
+		&cfg.Encoding:        h.Encoding,
+		&cfg.Algorithm:       h.Algorithm,
+		&cfg.SecretEncoding:  h.SecretEncoding,
+		&cfg.Signed:          h.Signed,
+		&cfg.TimestampHeader: h.TimestampHeader,
+		&cfg.TimestampUnit:   h.TimestampUnit,
+	} {
+		if src != "" {
+			*dst = src
+		}
+	}
+	if h.ID != nil && h.ID.From == "header" {
+		cfg.IDHeader, cfg.IDJSON = h.ID.Name, ""
+	}
+	if h.Tolerance != 0 {
+		cfg.Tolerance = time.Duration(h.Tolerance)
+	}
+}
+
+// presetIDSource is where the scheme itself says the event ID is, or nil.
+func presetIDSource(cfg verify.Config) *Source {
+	switch {
+	case cfg.IDHeader != "":
+		return &Source{From: "header", Name: cfg.IDHeader}
+	case cfg.IDJSON != "":
+		return &Source{From: "json", Name: cfg.IDJSON}
+	}
+	return nil
+}
+
+// expandSecrets resolves {env.*} and {file.*} placeholders; an unknown placeholder is an error, so
+// a missing environment variable never silently becomes an empty secret.
+func expandSecrets(raw []string) ([]string, error) {
+	if len(raw) == 0 {
+		return nil, fmt.Errorf("hookgate: at least one secret is required")
+	}
+	repl := caddy.NewReplacer()
+	out := make([]string, 0, len(raw))
+	for i, s := range raw {
+		v, err := repl.ReplaceOrErr(s, true, true)
+		if err != nil {
+			return nil, fmt.Errorf("hookgate: secret #%d: %w", i+1, err)
+		}
+		if v == "" {
+			return nil, fmt.Errorf("hookgate: secret #%d is empty", i+1)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// storageDir is the absolute Badger directory, which is also the pool key.
+func (h *Handler) storageDir() (string, error) {
+	st := h.Storage
+	if st == nil {
+		st = &Storage{}
+	}
+	if st.Backend != "" && st.Backend != "badger" {
+		return "", fmt.Errorf("hookgate: unknown storage backend %q (badger is the only one)", st.Backend)
+	}
+	dir := st.Dir
+	if dir == "" {
+		dir = filepath.Join(caddy.AppDataDir(), "hookgate")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("hookgate: storage dir %q: %w", dir, err)
+	}
+	return abs, nil
+}
+
+// Validate checks the provisioned configuration.
+func (h *Handler) Validate() error {
+	if h.MaxBody < 0 {
+		return fmt.Errorf("hookgate: max_body must be positive")
+	}
+	if h.DedupeTTL < 0 || h.Lease < 0 || h.Tolerance < 0 {
+		return fmt.Errorf("hookgate: durations must be positive")
+	}
+	for _, s := range h.sources() {
+		if s.From != "header" && s.From != "json" {
+			return fmt.Errorf("hookgate: source %q: must be `header NAME` or `json PATH`", s.From)
+		}
+	}
+	return nil
+}
+
+func (h *Handler) sources() []*Source {
+	var out []*Source
+	if h.ID != nil {
+		out = append(out, h.ID)
+	}
+	if h.Version != nil {
+		out = append(out, &h.Version.Entity, &h.Version.Version)
+	}
+	return out
+}
+
+// Cleanup lets go of this config's hold on the shared ledger.
+func (h *Handler) Cleanup() error {
+	if h.ledger == nil {
+		return nil
+	}
+	return h.ledger.release()
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.Validator             = (*Handler)(nil)
+	_ caddy.CleanerUpper          = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+)

@@ -1,0 +1,73 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+// retryAfterSeconds is what a provider is told to wait when the ledger is down or the same event
+// is still in flight.
+const retryAfterSeconds = "5"
+
+// outcome answers the provider and publishes what happened as {http.hookgate.*} placeholders, for
+// logs and matchers.
+type outcome struct {
+	w    http.ResponseWriter
+	repl *caddy.Replacer
+}
+
+func newOutcome(w http.ResponseWriter, r *http.Request) *outcome {
+	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if repl == nil {
+		repl = caddy.NewReplacer()
+	}
+	return &outcome{w: w, repl: repl}
+}
+
+// event records the event ID and scheme once they are known.
+func (o *outcome) event(id, scheme string) {
+	o.repl.Set("http.hookgate.event_id", id)
+	o.repl.Set("http.hookgate.scheme", scheme)
+}
+
+// accepted marks the event as handed on.
+func (o *outcome) accepted() {
+	o.repl.Set("http.hookgate.outcome", "accepted")
+}
+
+// reject refuses a request that is not authentic or not well-formed. The reason is in words and
+// never carries a secret or an expected signature.
+func (o *outcome) reject(status int, reason string) error {
+	o.repl.Set("http.hookgate.reason", reason)
+	return o.write(status, "rejected", map[string]any{"received": false, "error": reason})
+}
+
+// busy answers 503 when the event cannot be durably recorded: never a 2xx for that.
+func (o *outcome) busy(reason string) error {
+	o.repl.Set("http.hookgate.reason", reason)
+	o.w.Header().Set("Retry-After", retryAfterSeconds)
+	return o.write(http.StatusServiceUnavailable, "busy", map[string]any{"received": false, "error": reason})
+}
+
+// conflict answers 409 while another request holds the claim on the same event ID: the first one
+// may still fail, so the provider should retry rather than be told "duplicate".
+func (o *outcome) conflict(reason string) error {
+	o.repl.Set("http.hookgate.reason", reason)
+	o.w.Header().Set("Retry-After", retryAfterSeconds)
+	return o.write(http.StatusConflict, "busy", map[string]any{"received": false, "error": reason})
+}
+
+// answer acknowledges an event that is not handed on (duplicate or stale).
+func (o *outcome) answer(status int, what, body string) error {
+	o.repl.Set("http.hookgate.reason", what)
+	return o.write(status, what, json.RawMessage(body))
+}
+
+func (o *outcome) write(status int, what string, body any) error {
+	o.repl.Set("http.hookgate.outcome", what)
+	o.w.Header().Set("Content-Type", "application/json")
+	o.w.WriteHeader(status)
+	return json.NewEncoder(o.w).Encode(body)
+}

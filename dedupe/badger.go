@@ -1,0 +1,263 @@
+package dedupe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// maxAttempts bounds the retries of a transaction that lost an optimistic
+// conflict. A conflict means another writer touched the same key and
+// committed first, so a retry re-reads fresh state; needing 100 in a row
+// means something is pathologically hot and the caller should hear about it.
+const maxAttempts = 100
+
+// Badger is the embedded default Ledger, backed by a Badger database.
+//
+// Event records carry Badger TTLs, so expired claims and dedupe records are
+// dropped by Badger itself. Entity versions are kept without TTL: a version
+// must outlive any dedupe window to keep rejecting stale deliveries, and each
+// costs only its key plus 8 bytes, so the store grows with the number of
+// distinct entities, not with traffic.
+type Badger struct {
+	db *badger.DB
+}
+
+// OpenBadger opens (creating) a Badger database in dir with a small,
+// gateway-sized profile: writes are synced so Done is durable, memtables and
+// caches are a few MB instead of Badger's hundreds, and Badger's Info/Debug
+// chatter is dropped.
+func OpenBadger(dir string) (*Badger, error) {
+	opts := badger.DefaultOptions(dir).
+		WithSyncWrites(true).
+		WithLogger(quietLogger{}).
+		WithMetricsEnabled(false).
+		WithMemTableSize(8 << 20).
+		WithNumMemtables(2).
+		WithBlockCacheSize(8 << 20).
+		WithIndexCacheSize(4 << 20).
+		// Records are a few bytes; keeping every value in the LSM tree means
+		// the value log never needs garbage collection.
+		WithValueThreshold(1 << 10).
+		WithValueLogFileSize(16 << 20).
+		WithNumCompactors(2)
+	db, err := badger.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("dedupe: open %s: %w", dir, err)
+	}
+	return &Badger{db: db}, nil
+}
+
+// Claim implements Ledger. On error the Outcome is meaningless.
+func (b *Badger) Claim(ctx context.Context, c Claim) (Outcome, error) {
+	if c.ID != "" && c.Lease <= 0 {
+		return 0, fmt.Errorf("dedupe: claim: lease must be positive, got %v", c.Lease)
+	}
+	ek, vk, err := keys(c)
+	if err != nil {
+		return 0, fmt.Errorf("dedupe: claim: %w", err)
+	}
+	var out Outcome
+	err = b.update(ctx, "claim", func(txn *badger.Txn) error {
+		now := time.Now()
+		if ek != nil {
+			state, err := getEvent(txn, ek, now)
+			switch {
+			case err != nil:
+				return err
+			case state == stateDone:
+				out = Duplicate
+				return nil
+			case state == stateClaimed:
+				out = InFlight
+				return nil
+			}
+		}
+		if vk != nil {
+			stored, ok, err := getVersion(txn, vk)
+			if err != nil {
+				return err
+			}
+			if ok && c.Version <= stored {
+				out = Stale
+				return nil
+			}
+		}
+		out = Claimed
+		if ek == nil {
+			return nil
+		}
+		expires := now.Add(c.Lease)
+		return txn.SetEntry(expiringEntry(ek, eventValue(stateClaimed, expires), expires))
+	})
+	if err != nil {
+		return 0, err
+	}
+	return out, nil
+}
+
+// Done implements Ledger. The ID is marked done even if this caller's lease
+// had expired and another request took the claim over: the work was done, and
+// recording it keeps later retries from repeating it. ctx is honoured, so a
+// caller that must record completion after its request was cancelled should
+// pass context.WithoutCancel.
+func (b *Badger) Done(ctx context.Context, c Claim, ttl time.Duration) error {
+	if c.ID != "" && ttl <= 0 {
+		return fmt.Errorf("dedupe: done: ttl must be positive, got %v", ttl)
+	}
+	ek, vk, err := keys(c)
+	if err != nil {
+		return fmt.Errorf("dedupe: done: %w", err)
+	}
+	if ek == nil && vk == nil {
+		return nil
+	}
+	return b.update(ctx, "done", func(txn *badger.Txn) error {
+		if ek != nil {
+			expires := time.Now().Add(ttl)
+			if err := txn.SetEntry(expiringEntry(ek, eventValue(stateDone, expires), expires)); err != nil {
+				return err
+			}
+		}
+		if vk == nil {
+			return nil
+		}
+		// Reading the version makes a concurrent advance a conflict, so the
+		// retry compares against the winner's value and never moves backwards.
+		stored, ok, err := getVersion(txn, vk)
+		if err != nil || (ok && c.Version <= stored) {
+			return err
+		}
+		return txn.Set(vk, versionValue(c.Version))
+	})
+}
+
+// Release implements Ledger. Claims carry no owner, so a caller whose lease
+// expired and was taken over releases the newer claim too; that only lets
+// one more delivery of the ID through, which at-least-once delivery allows.
+func (b *Badger) Release(ctx context.Context, c Claim) error {
+	ek, _, err := keys(c)
+	if err != nil {
+		return fmt.Errorf("dedupe: release: %w", err)
+	}
+	if ek == nil {
+		return nil
+	}
+	return b.update(ctx, "release", func(txn *badger.Txn) error {
+		state, err := getEvent(txn, ek, time.Now())
+		if err != nil || state != stateClaimed {
+			return err
+		}
+		return txn.Delete(ek)
+	})
+}
+
+// Close implements Ledger. It flushes and closes the database; calling it
+// again is harmless.
+func (b *Badger) Close() error {
+	if err := b.db.Close(); err != nil {
+		return fmt.Errorf("dedupe: close: %w", err)
+	}
+	return nil
+}
+
+// update runs fn in a read-write transaction, retrying it from scratch when
+// Badger reports an optimistic conflict, and wraps errors with op.
+func (b *Badger) update(ctx context.Context, op string, fn func(*badger.Txn) error) error {
+	for range maxAttempts {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("dedupe: %s: %w", op, err)
+		}
+		err := b.db.Update(fn)
+		if errors.Is(err, badger.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("dedupe: %s: %w", op, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("dedupe: %s: gave up after %d conflicting attempts: %w", op, maxAttempts, badger.ErrConflict)
+}
+
+// keys returns the event and version keys of c, nil for the parts it leaves off.
+func keys(c Claim) (event, version []byte, err error) {
+	if c.ID != "" {
+		if event, err = key(c.Namespace, kindEvent, c.ID); err != nil {
+			return nil, nil, err
+		}
+	}
+	if c.Entity != "" {
+		if version, err = key(c.Namespace, kindVersion, c.Entity); err != nil {
+			return nil, nil, err
+		}
+	}
+	return event, version, nil
+}
+
+// getEvent returns the state of a live event record, or 0 if there is none
+// or it has expired.
+func getEvent(txn *badger.Txn, k []byte, now time.Time) (byte, error) {
+	item, err := txn.Get(k)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var state byte
+	var live bool
+	err = item.Value(func(v []byte) error {
+		state, live, err = parseEventValue(v, now)
+		return err
+	})
+	if err != nil || !live {
+		return 0, err
+	}
+	if state != stateClaimed && state != stateDone {
+		return 0, fmt.Errorf("unknown event state %d", state)
+	}
+	return state, nil
+}
+
+// getVersion returns the stored version of an entity and whether there is one.
+func getVersion(txn *badger.Txn, k []byte) (int64, bool, error) {
+	item, err := txn.Get(k)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	var version int64
+	err = item.Value(func(v []byte) error {
+		version, err = parseVersionValue(v)
+		return err
+	})
+	return version, err == nil, err
+}
+
+// expiringEntry sets Badger's whole-second expiry one second past the exact
+// one, so Badger never drops the record early; until then the exact expiry
+// stored in the value decides.
+func expiringEntry(k, v []byte, expires time.Time) *badger.Entry {
+	e := badger.NewEntry(k, v)
+	e.ExpiresAt = uint64(expires.Unix()) + 1
+	return e
+}
+
+// quietLogger hands Badger's warnings and errors to the standard logger
+// (which Caddy redirects into its own log) and drops its chatty Info/Debug
+// lines, which report routine compactions and replays.
+type quietLogger struct{}
+
+func (quietLogger) Errorf(f string, a ...any)   { log.Printf("badger: ERROR: "+f, a...) }
+func (quietLogger) Warningf(f string, a ...any) { log.Printf("badger: WARNING: "+f, a...) }
+func (quietLogger) Infof(string, ...any)        {}
+func (quietLogger) Debugf(string, ...any)       {}
+
+var _ Ledger = (*Badger)(nil)

@@ -1,0 +1,74 @@
+// Package dedupe is the gateway's ledger of webhook deliveries: it remembers
+// which event IDs were processed (within a dedupe window), leases an ID to
+// exactly one in-flight request, and keeps the newest version seen per entity
+// so that out-of-order deliveries can be dropped as stale.
+package dedupe
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Outcome is what Claim found.
+type Outcome int
+
+const (
+	// Claimed means the caller now holds a lease on the ID and must call Done or Release.
+	Claimed Outcome = iota
+	// Duplicate means the ID was already processed (done) within its TTL.
+	Duplicate
+	// InFlight means another request holds an unexpired claim on the ID.
+	InFlight
+	// Stale means the entity already has this version or a newer one.
+	Stale
+)
+
+// String returns the outcome's lower-case name, as used in logs and metrics labels.
+func (o Outcome) String() string {
+	switch o {
+	case Claimed:
+		return "claimed"
+	case Duplicate:
+		return "duplicate"
+	case InFlight:
+		return "in-flight"
+	case Stale:
+		return "stale"
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
+// Claim names one event for the ledger.
+type Claim struct {
+	// Namespace is the route's name; it prefixes every key so routes sharing a
+	// store never collide. It must not contain a NUL byte.
+	Namespace string
+	// ID is the event ID; "" means dedupe is off for this route (only the version is checked).
+	ID string
+	// Entity is the entity key; "" when versions are not configured.
+	Entity string
+	// Version is the event's version (see ParseVersion); compared only when Entity != "".
+	Version int64
+	// Lease is how long the claim holds if neither Done nor Release comes
+	// (e.g. the process died). It must be positive when ID != "".
+	Lease time.Duration
+}
+
+// Ledger records event IDs and entity versions. Implementations must make
+// Claim atomic: of many concurrent Claims of one ID exactly one gets Claimed.
+type Ledger interface {
+	// Claim, in one transaction: ID done → Duplicate; ID claimed with live
+	// lease → InFlight; Entity set and Version <= stored version → Stale
+	// (nothing written); else writes a claim with the lease → Claimed.
+	Claim(ctx context.Context, c Claim) (Outcome, error)
+	// Done marks the claimed ID processed for ttl (dedupe window) and advances
+	// the entity's version if c.Version is greater than the stored one
+	// (compare-and-advance; never moves backwards). Durable (synced) when it returns.
+	Done(ctx context.Context, c Claim, ttl time.Duration) error
+	// Release drops the claim so the provider's retry of the same ID is
+	// processed again. Never removes a done record.
+	Release(ctx context.Context, c Claim) error
+	// Close releases the store.
+	Close() error
+}
