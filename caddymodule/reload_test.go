@@ -1,0 +1,88 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	_ "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+)
+
+// TestReloadAndValidateUnderTraffic reloads the config twice and validates it once while webhooks
+// keep arriving: the shared ledger must never hit Badger's directory lock, and every event must
+// reach the upstream exactly once with a 2xx to the provider.
+func TestReloadAndValidateUnderTraffic(t *testing.T) {
+	up := newUpstream(t)
+	tester := startGateway(t, "reload", up)
+	expectReply(t, "warm-up", send(t, tester.Client, newEvent(t, "evt_reload_warm", "obj_reload", 1)), http.StatusOK, "upstream says hi")
+
+	const senders = 4
+	var (
+		wg       sync.WaitGroup
+		stop     = make(chan struct{})
+		mu       sync.Mutex
+		statuses = map[int]int{}
+		sent     []string
+	)
+	for s := range senders {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := fmt.Sprintf("evt_reload_%d_%d", s, i)
+				got := send(t, tester.Client, newEvent(t, id, "obj_"+id, 1))
+				mu.Lock()
+				statuses[got.status]++
+				sent = append(sent, id)
+				mu.Unlock()
+			}
+		})
+	}
+
+	time.Sleep(300 * time.Millisecond)
+	tester.InitServer(gatewayConfig("reload", up, "tolerance 4m"), "caddyfile")
+	time.Sleep(300 * time.Millisecond)
+	validateWhileRunning(t, gatewayConfig("reload", up, "tolerance 6m"))
+	time.Sleep(300 * time.Millisecond)
+	tester.InitServer(gatewayConfig("reload", up, "tolerance 6m"), "caddyfile")
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+
+	if len(statuses) != 1 || statuses[http.StatusOK] != len(sent) {
+		t.Fatalf("answers by status: %v, want all %d to be 200", statuses, len(sent))
+	}
+	for _, id := range sent {
+		if n := up.count(id); n != 1 {
+			t.Fatalf("upstream saw %s %d times, want exactly once", id, n)
+		}
+	}
+	t.Logf("%d events through two reloads and a validate, each delivered once", len(sent))
+}
+
+// validateWhileRunning does what `caddy validate` does, inside the running process: it provisions
+// (and so attaches to the ledger of) a second copy of the config, then cleans it up.
+func validateWhileRunning(t *testing.T, caddyfile string) {
+	t.Helper()
+	adapted, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile), nil)
+	if err != nil {
+		t.Fatalf("adapting: %v", err)
+	}
+	var cfg caddy.Config
+	if err := json.Unmarshal(adapted, &cfg); err != nil {
+		t.Fatalf("decoding: %v", err)
+	}
+	// Only the hookgate route is under test; the admin endpoint is the running one's.
+	cfg.Admin = &caddy.AdminConfig{Disabled: true}
+	if err := caddy.Validate(&cfg); err != nil {
+		t.Fatalf("validate while running: %v", err)
+	}
+}
