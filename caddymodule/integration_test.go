@@ -267,7 +267,11 @@ func TestRejectsBadInputAndRemembersNothing(t *testing.T) {
 		reason string
 	}{
 		{"missing signature", func(id string) *event { e := good(id); e.headers.Del("Webhook-Signature"); return e }, 401, "signature"},
-		{"garbled signature", func(id string) *event { e := good(id); e.headers.Set("Webhook-Signature", "v1,@@@not-base64@@@"); return e }, 401, "signature"},
+		{"garbled signature", func(id string) *event {
+			e := good(id)
+			e.headers.Set("Webhook-Signature", "v1,@@@not-base64@@@")
+			return e
+		}, 401, "signature"},
 		{"wrong secret", func(id string) *event {
 			return signedEvent(t, id, good(id).body, now, "whsec_"+"QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo=")
 		}, 401, "signature"},
