@@ -1,0 +1,125 @@
+package caddymodule
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+)
+
+func TestUnmarshalCaddyfileEverySubdirective(t *testing.T) {
+	d := caddyfile.NewTestDispenser(`hookgate {
+		preset           generic
+		secret           {env.A}
+		secret           {file./run/b}
+		tolerance        3m
+		name             tasks
+		dedupe_ttl       96h
+		lease            2m
+		max_body         2MiB
+		id               json data.event_id
+		version          json data.task_id json data.version
+		storage          badger /var/lib/hookgate
+		signature_header X-Webhook-Signature
+		signature_format single
+		prefix           sha256=
+		encoding         hex
+		algorithm        sha256
+		secret_encoding  raw
+		signed           "{timestamp}.{body}"
+		timestamp_header X-Webhook-Timestamp
+		timestamp_unit   s
+	}`)
+	var got Handler
+	if err := got.UnmarshalCaddyfile(d); err != nil {
+		t.Fatal(err)
+	}
+	want := Handler{
+		Preset: "generic", Secrets: []string{"{env.A}", "{file./run/b}"},
+		Tolerance: caddy.Duration(3 * time.Minute), Name: "tasks",
+		DedupeTTL: caddy.Duration(96 * time.Hour), Lease: caddy.Duration(2 * time.Minute),
+		MaxBody:         2 << 20,
+		ID:              &Source{From: "json", Name: "data.event_id"},
+		Version:         &VersionSource{Entity: Source{"json", "data.task_id"}, Version: Source{"json", "data.version"}},
+		Storage:         &Storage{Backend: "badger", Dir: "/var/lib/hookgate"},
+		SignatureHeader: "X-Webhook-Signature", SignatureFormat: "single", Prefix: "sha256=",
+		Encoding: "hex", Algorithm: "sha256", SecretEncoding: "raw", Signed: "{timestamp}.{body}",
+		TimestampHeader: "X-Webhook-Timestamp", TimestampUnit: "s",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %+v\nwant %+v", got, want)
+	}
+}
+
+func TestUnmarshalCaddyfileDedupeOff(t *testing.T) {
+	var h Handler
+	if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("hookgate {\n preset slack\n dedupe off\n}")); err != nil {
+		t.Fatal(err)
+	}
+	if !h.DedupeOff {
+		t.Fatal("dedupe off not set")
+	}
+}
+
+func TestUnmarshalCaddyfileErrors(t *testing.T) {
+	for input, wantErr := range map[string]string{
+		"hookgate stripe":                     "wrong argument count",
+		"hookgate {\n bogus 1\n}":             "unrecognized hookgate subdirective",
+		"hookgate {\n tolerance soon\n}":      "tolerance",
+		"hookgate {\n max_body lots\n}":       "max_body",
+		"hookgate {\n dedupe on\n}":           "dedupe takes one argument: off",
+		"hookgate {\n version json a\n}":      "version takes",
+		"hookgate {\n preset\n}":              "wrong argument count",
+		"hookgate {\n storage badger a b\n}":  "wrong argument count",
+		"hookgate {\n id header\n}":           "wrong argument count",
+		"hookgate {\n secret a b\n}":          "wrong argument count",
+		"hookgate {\n storage\n}":             "wrong argument count",
+		"hookgate {\n version json a json\n}": "version takes",
+		"hookgate {\n lease 1m 2m\n}":         "wrong argument count",
+		"hookgate {\n id json a b\n}":         "wrong argument count",
+		"hookgate {\n dedupe\n}":              "dedupe takes one argument: off",
+	} {
+		var h Handler
+		err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(input))
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Errorf("%q: got error %v, want one containing %q", input, err, wantErr)
+		}
+	}
+}
+
+func TestProvisionErrorsAreClear(t *testing.T) {
+	t.Setenv("HOOKGATE_UNIT_SECRET", "s3cr3t-value")
+	for name, tc := range map[string]struct {
+		h       Handler
+		wantErr string
+	}{
+		"no preset":         {Handler{Secrets: []string{"x"}}, "preset is required"},
+		"unknown preset":    {Handler{Preset: "paypal", Secrets: []string{"x"}}, `unknown preset "paypal"`},
+		"no secret":         {Handler{Preset: "github"}, "at least one secret"},
+		"unset env secret":  {Handler{Preset: "github", Secrets: []string{"{env.HOOKGATE_NOT_SET_ANYWHERE}"}}, "HOOKGATE_NOT_SET_ANYWHERE} is empty"},
+		"no id source":      {Handler{Preset: "generic", SignatureHeader: "X-Sig", Secrets: []string{"{env.HOOKGATE_UNIT_SECRET}"}}, "has no event ID"},
+		"bad scheme field":  {Handler{Preset: "github", Encoding: "rot13", Secrets: []string{"x"}}, "rot13"},
+		"unknown backend":   {Handler{Preset: "github", Secrets: []string{"x"}, Storage: &Storage{Backend: "etcd"}}, "unknown storage backend"},
+		"bad base64 secret": {Handler{Preset: "standard", Secrets: []string{"whsec_%%%"}}, "secret"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := caddy.NewContext(caddy.Context{Context: t.Context()})
+			defer cancel()
+			h := tc.h
+			err := h.Provision(ctx)
+			if err == nil {
+				h.Cleanup()
+				t.Fatalf("provisioned, want error containing %q", tc.wantErr)
+			}
+			if !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error %q, want one containing %q", err, tc.wantErr)
+			}
+			if strings.Contains(err.Error(), "s3cr3t-value") || strings.Contains(err.Error(), "%%%") {
+				t.Fatalf("error %q reveals the secret", err)
+			}
+		})
+	}
+}
