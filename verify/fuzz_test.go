@@ -1,0 +1,161 @@
+package verify
+
+import (
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func FuzzParseStripe(f *testing.F) {
+	f.Add(vectorFor(f, "stripe").SignatureHeader)
+	f.Add("t=1,v1=aa,v1=bb,v0=cc")
+	f.Add("t=1,t=2")
+	f.Add(" t = 1 , v1=, ,x")
+	f.Fuzz(func(t *testing.T, line string) {
+		var signatures signatureList
+		timestamp, err := parseStripe(line, &signatures)
+		if err != nil {
+			return
+		}
+		for _, signature := range signatures.all() {
+			if !strings.Contains(line, "v1="+signature) {
+				t.Fatalf("signature %q is not a v1= item of %q", signature, line)
+			}
+		}
+		var rebuilt strings.Builder
+		if timestamp != "" {
+			rebuilt.WriteString("t=" + timestamp)
+		}
+		for _, signature := range signatures.all() {
+			rebuilt.WriteString(",v1=" + signature)
+		}
+		var again signatureList
+		timestampAgain, err := parseStripe(rebuilt.String(), &again)
+		if err != nil || timestampAgain != timestamp || !slices.Equal(again.all(), signatures.all()) {
+			t.Fatalf("%q parsed to (%q, %q) but its rebuild %q to (%q, %q, %v)",
+				line, timestamp, signatures.all(), rebuilt.String(), timestampAgain, again.all(), err)
+		}
+	})
+}
+
+func FuzzParseStandard(f *testing.F) {
+	f.Add(vectorFor(f, "standard").SignatureHeader)
+	f.Add("v1,a v1a,b  v2,c\tv1,d,e v1")
+	f.Add(strings.Repeat("v1,x ", maxSignatures+1))
+	f.Fuzz(func(t *testing.T, list string) {
+		var signatures signatureList
+		if err := parseStandard(list, &signatures); err != nil {
+			if signatures.count != maxSignatures {
+				t.Fatalf("error %v before the list was full", err)
+			}
+			return
+		}
+		rebuilt := make([]string, 0, signatures.count)
+		for _, signature := range signatures.all() {
+			if strings.ContainsAny(signature, " \t") || !strings.Contains(list, "v1,"+signature) {
+				t.Fatalf("signature %q is not a v1, entry of %q", signature, list)
+			}
+			rebuilt = append(rebuilt, "v1,"+signature)
+		}
+		var again signatureList
+		if err := parseStandard(strings.Join(rebuilt, " "), &again); err != nil || !slices.Equal(again.all(), signatures.all()) {
+			t.Fatalf("%q parsed to %q but its rebuild to %q (%v)", list, signatures.all(), again.all(), err)
+		}
+	})
+}
+
+func FuzzParseSingle(f *testing.F) {
+	f.Add(vectorFor(f, "github").SignatureHeader, "sha256=")
+	f.Add(vectorFor(f, "slack").SignatureHeader, "v0=")
+	f.Add(" v0=abc ", "v0=")
+	f.Add("abc", "")
+	f.Fuzz(func(t *testing.T, line, prefix string) {
+		encoded, ok := parseSingle(line, prefix)
+		trimmed := strings.TrimSpace(line)
+		if ok != strings.HasPrefix(trimmed, prefix) {
+			t.Fatalf("parseSingle(%q, %q) ok = %v", line, prefix, ok)
+		}
+		if ok && prefix+encoded != trimmed {
+			t.Fatalf("parseSingle(%q, %q) = %q, which does not rebuild the line", line, prefix, encoded)
+		}
+	})
+}
+
+func FuzzParseTimestamp(f *testing.F) {
+	for _, vec := range loadVectors(f) {
+		f.Add(vec.Timestamp, false)
+	}
+	f.Add("1700000000123", true)
+	f.Add("-1", false)
+	f.Add("00042", true)
+	f.Add("9223372036854775808", false)
+	f.Fuzz(func(t *testing.T, raw string, milliseconds bool) {
+		unit := UnitSeconds
+		if milliseconds {
+			unit = UnitMilliseconds
+		}
+		ts, err := parseTimestamp(raw, unit)
+		if err != nil {
+			return
+		}
+		value, convErr := strconv.ParseUint(raw, 10, 63)
+		if convErr != nil || strings.Trim(raw, "0123456789") != "" {
+			t.Fatalf("parseTimestamp accepted %q, which is not a plain non-negative integer", raw)
+		}
+		got := ts.Unix()
+		if milliseconds {
+			got = ts.UnixMilli()
+		}
+		if got != int64(value) || formatTimestamp(ts, unit) != strconv.FormatUint(value, 10) {
+			t.Fatalf("%q (%s) parsed to %v, which does not round-trip", raw, unit, ts)
+		}
+	})
+}
+
+// FuzzVerify drives whole requests through every header parser at once:
+// whatever the headers, Verify must return nil or a *Error that names a kind
+// and reveals no secret.
+func FuzzVerify(f *testing.F) {
+	type target struct {
+		vec      vector
+		config   Config
+		verifier *Verifier
+		now      time.Time
+	}
+	targets := map[string]target{}
+	for _, vec := range loadVectors(f) {
+		c, _, _, now := vec.request(f)
+		targets[vec.Scheme] = target{vec, c, mustVerifier(f, c, vec.Secret), now}
+		f.Add(vec.Scheme, vec.SignatureHeader, vec.Timestamp, vec.ID, []byte(vec.Body))
+	}
+	f.Add("stripe", "t=1,v1=zz,v0=00", "", "", []byte("{}"))
+	f.Fuzz(func(t *testing.T, scheme, signature, timestamp, id string, body []byte) {
+		target, ok := targets[scheme]
+		if !ok {
+			return
+		}
+		h := http.Header{}
+		h.Set(target.config.SignatureHeader, signature)
+		if target.config.TimestampHeader != "" {
+			h.Set(target.config.TimestampHeader, timestamp)
+		}
+		if target.config.IDHeader != "" {
+			h.Set(target.config.IDHeader, id)
+		}
+		_, err := target.verifier.Verify(h, body, target.now.Add(time.Second))
+		if err == nil {
+			return
+		}
+		var verr *Error
+		if !errors.As(err, &verr) || verr.Kind.String() == "unknown verification error" || verr.Reason == "" {
+			t.Fatalf("Verify returned %#v", err)
+		}
+		if strings.Contains(verr.Reason, target.vec.Secret) {
+			t.Fatalf("error %q reveals the secret", verr.Reason)
+		}
+	})
+}

@@ -1,0 +1,134 @@
+package verify
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// seedConfigs are the two house formats expressed as generic Configs.
+func seedConfigs() map[string]Config {
+	return map[string]Config{
+		"seed_task_callback": {
+			Scheme:          "generic",
+			SignatureHeader: "x-webhook-signature",
+			Prefix:          "sha256=",
+			Encoding:        EncodingHex,
+			Signed:          "{timestamp}.{body}",
+			TimestampHeader: "x-webhook-timestamp",
+			TimestampUnit:   UnitSeconds,
+			IDHeader:        "x-webhook-id",
+		},
+		"seed_platform": { // its millisecond X-Webhook-Timestamp is not signed, so it is not configured
+			Scheme:          "generic",
+			SignatureHeader: "X-Webhook-Signature",
+			Prefix:          "sha256=",
+			Encoding:        EncodingHex,
+			Signed:          "{body}",
+			IDHeader:        "X-Webhook-ID",
+		},
+	}
+}
+
+// secretFor returns a secret written in the scheme's SecretEncoding.
+func secretFor(c Config) string {
+	switch c.SecretEncoding {
+	case SecretWhsec:
+		return "whsec_" + "cm91bmQtdHJpcC1zZWNyZXQtZm9yLXRlc3Rz"
+	case SecretBase64:
+		return "cm91bmQtdHJpcC1zZWNyZXQ="
+	default:
+		return "round-trip-secret"
+	}
+}
+
+func roundTripConfigs(t *testing.T) map[string]Config {
+	configs := seedConfigs()
+	for _, name := range PresetNames() {
+		c := mustPreset(t, name)
+		if name == "generic" {
+			c.SignatureHeader = "X-Signature"
+		}
+		configs[name] = c
+	}
+	return configs
+}
+
+func TestSignVerifyRoundTrip(t *testing.T) {
+	signedAt := time.Unix(1_700_000_000, 0)
+	body := []byte(`{"id":"evt_1","data":{"task_id":"t1","version":3}}`)
+	for name, c := range roundTripConfigs(t) {
+		t.Run(name, func(t *testing.T) {
+			secret := secretFor(c)
+			h := mustSign(t, c, secret, "evt_1", signedAt, body)
+			v := mustVerifier(t, c, secret)
+			result, err := v.Verify(h, body, signedAt.Add(time.Minute))
+			if err != nil {
+				t.Fatalf("Verify of a freshly signed request: %v (headers %v)", err, h)
+			}
+			if c.IDHeader != "" && result.ID != "evt_1" {
+				t.Errorf("ID = %q, want evt_1", result.ID)
+			}
+			hasTimestamp := c.TimestampHeader != "" || c.Format == FormatStripe
+			if hasTimestamp != !result.Timestamp.IsZero() {
+				t.Errorf("Timestamp = %v; scheme has a signed timestamp: %v", result.Timestamp, hasTimestamp)
+			}
+			_, err = v.Verify(h, append([]byte(nil), append(body, ' ')...), signedAt)
+			expectKind(t, err, SignatureMismatch)
+		})
+	}
+}
+
+func TestSignAlgorithmsAndEncodings(t *testing.T) {
+	for _, algorithm := range []string{AlgorithmSHA1, AlgorithmSHA256, AlgorithmSHA512} {
+		for _, encoding := range []string{EncodingHex, EncodingBase64} {
+			c := Config{SignatureHeader: "X-Sig", Algorithm: algorithm, Encoding: encoding, SecretEncoding: SecretBase64}
+			h := mustSign(t, c, "a2V5", "", time.Time{}, []byte("body"))
+			if _, err := mustVerifier(t, c, "a2V5").Verify(h, []byte("body"), time.Now()); err != nil {
+				t.Errorf("%s/%s: %v", algorithm, encoding, err)
+			}
+		}
+	}
+}
+
+func TestSignHeaders(t *testing.T) {
+	signedAt := time.Unix(1_700_000_000, 0)
+	standard := mustSign(t, mustPreset(t, "standard"), secretFor(mustPreset(t, "standard")), "msg_1", signedAt, []byte("x"))
+	wantKeys(t, standard, "Webhook-Signature", "Webhook-Timestamp", "Webhook-Id")
+	if !strings.HasPrefix(standard.Get("Webhook-Signature"), "v1,") {
+		t.Errorf("standard signature %q lacks v1,", standard.Get("Webhook-Signature"))
+	}
+	stripe := mustSign(t, mustPreset(t, "stripe"), "whsec_x", "", signedAt, []byte("x"))
+	wantKeys(t, stripe, "Stripe-Signature")
+	if !strings.HasPrefix(stripe.Get("Stripe-Signature"), "t=1700000000,v1=") {
+		t.Errorf("stripe signature %q", stripe.Get("Stripe-Signature"))
+	}
+	github := mustSign(t, mustPreset(t, "github"), "s", "d-1", signedAt, []byte("x"))
+	wantKeys(t, github, "X-Hub-Signature-256", "X-Github-Delivery")
+}
+
+func wantKeys(t *testing.T, h http.Header, keys ...string) {
+	t.Helper()
+	if len(h) != len(keys) {
+		t.Errorf("headers %v, want exactly %v", h, keys)
+	}
+	for _, key := range keys {
+		if h.Get(key) == "" {
+			t.Errorf("header %s missing from %v", key, h)
+		}
+	}
+}
+
+func TestSignRefusals(t *testing.T) {
+	standard := mustPreset(t, "standard")
+	if _, err := Sign(standard, secretFor(standard), "", time.Now(), nil); err == nil {
+		t.Error("Sign without the id the template signs: want an error")
+	}
+	if _, err := Sign(standard, secretFor(standard), "msg", time.Unix(-1, 0), nil); err == nil {
+		t.Error("Sign with a pre-1970 timestamp: want an error")
+	}
+	if _, err := Sign(Config{}, "s", "", time.Now(), nil); err == nil {
+		t.Error("Sign with an invalid config: want an error")
+	}
+}

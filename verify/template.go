@@ -1,0 +1,116 @@
+package verify
+
+import (
+	"fmt"
+	"hash"
+	"strings"
+)
+
+type segmentKind uint8
+
+const (
+	literalSegment segmentKind = iota
+	idSegment
+	timestampSegment
+	bodySegment
+)
+
+// segment is one piece of a signed-bytes template: a literal or a placeholder.
+type segment struct {
+	kind    segmentKind
+	literal []byte
+}
+
+// signedTemplate is a Config.Signed template split into segments, so the
+// signed bytes can be streamed into the hash without being assembled.
+type signedTemplate struct {
+	segments      []segment
+	usesID        bool
+	usesTimestamp bool
+	usesBody      bool
+}
+
+var placeholders = map[string]segmentKind{
+	"id":        idSegment,
+	"timestamp": timestampSegment,
+	"body":      bodySegment,
+}
+
+// parseTemplate splits a template into literals and {id}, {timestamp},
+// {body} placeholders. A brace that does not open a {name} is literal text;
+// an unknown {name} is an error.
+func parseTemplate(text string) (signedTemplate, error) {
+	var t signedTemplate
+	var literal strings.Builder
+	flushLiteral := func() {
+		if literal.Len() > 0 {
+			t.segments = append(t.segments, segment{kind: literalSegment, literal: []byte(literal.String())})
+			literal.Reset()
+		}
+	}
+	for i := 0; i < len(text); {
+		name, width := placeholderAt(text[i:])
+		if width == 0 {
+			literal.WriteByte(text[i])
+			i++
+			continue
+		}
+		kind, known := placeholders[name]
+		if !known {
+			return t, fmt.Errorf("the signed template %q uses unknown placeholder {%s}: use {id}, {timestamp} or {body}", text, name)
+		}
+		flushLiteral()
+		t.segments = append(t.segments, segment{kind: kind})
+		t.usesID = t.usesID || kind == idSegment
+		t.usesTimestamp = t.usesTimestamp || kind == timestampSegment
+		t.usesBody = t.usesBody || kind == bodySegment
+		i += width
+	}
+	flushLiteral()
+	return t, nil
+}
+
+// placeholderAt returns the name and total width of a "{name}" at the start
+// of text, where name is letters, digits or underscores; width 0 if none.
+func placeholderAt(text string) (name string, width int) {
+	if len(text) < 3 || text[0] != '{' {
+		return "", 0
+	}
+	for i := 1; i < len(text); i++ {
+		c := text[i]
+		switch {
+		case c == '}' && i > 1:
+			return text[1:i], i + 1
+		case c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z':
+		default:
+			return "", 0
+		}
+	}
+	return "", 0
+}
+
+// writeTo streams the signed bytes into mac. scratch is a caller-owned
+// buffer used to pass strings to the hash without allocating.
+func (t *signedTemplate) writeTo(mac hash.Hash, scratch []byte, id, timestamp string, body []byte) {
+	for _, s := range t.segments {
+		switch s.kind {
+		case literalSegment:
+			mac.Write(s.literal)
+		case idSegment:
+			writeString(mac, scratch, id)
+		case timestampSegment:
+			writeString(mac, scratch, timestamp)
+		case bodySegment:
+			mac.Write(body)
+		}
+	}
+}
+
+// writeString writes s to mac through scratch, chunk by chunk.
+func writeString(mac hash.Hash, scratch []byte, s string) {
+	for len(s) > 0 {
+		n := copy(scratch, s)
+		mac.Write(scratch[:n])
+		s = s[n:]
+	}
+}
