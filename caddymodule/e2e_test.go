@@ -1,0 +1,153 @@
+package caddymodule
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// binaryGateway is the xcaddy-built binary running the repository's root Caddyfile: hookgate in
+// front of the demo upstream, exactly what the README's first command runs.
+type binaryGateway struct {
+	bin, dataHome string
+	env           []string
+	port          int
+	cmd           *exec.Cmd
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func newBinaryGateway(t *testing.T) *binaryGateway {
+	bin := os.Getenv("HOOKGATE_CADDY_BIN")
+	if bin == "" {
+		t.Skip("HOOKGATE_CADDY_BIN is not set: `./xcaddy.sh test` builds the binary and sets it")
+	}
+	g := &binaryGateway{bin: bin, dataHome: t.TempDir(), port: freePort(t)}
+	g.env = append(os.Environ(),
+		"XDG_DATA_HOME="+g.dataHome,
+		"XDG_CONFIG_HOME="+g.dataHome,
+		fmt.Sprintf("HOOKGATE_PORT=%d", g.port),
+		fmt.Sprintf("HOOKGATE_UPSTREAM_PORT=%d", freePort(t)),
+		fmt.Sprintf("HOOKGATE_ADMIN=localhost:%d", freePort(t)),
+		"HOOKGATE_SECRET="+testSecret,
+	)
+	t.Cleanup(g.kill)
+	return g
+}
+
+func (g *binaryGateway) run(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(g.bin, args...)
+	cmd.Dir = ".."
+	cmd.Env = g.env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("caddy %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func (g *binaryGateway) start(t *testing.T) {
+	t.Helper()
+	g.cmd = exec.Command(g.bin, "run", "--config", "Caddyfile", "--adapter", "caddyfile")
+	g.cmd.Dir = ".."
+	g.cmd.Env = g.env
+	g.cmd.Stderr = &prefixWriter{t: t}
+	if err := g.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", g.port)); err == nil {
+			c.Close()
+			return
+		}
+	}
+	t.Fatal("caddy did not start listening within 20s")
+}
+
+// kill is kill -9: no graceful shutdown, no chance to flush anything.
+func (g *binaryGateway) kill() {
+	if g.cmd != nil && g.cmd.Process != nil {
+		_ = g.cmd.Process.Signal(syscall.SIGKILL)
+		_ = g.cmd.Wait()
+		g.cmd = nil
+	}
+}
+
+// signedRequest asks the binary's `caddy hookgate sign` for a request and builds it.
+func (g *binaryGateway) signedRequest(t *testing.T, id string) *http.Request {
+	t.Helper()
+	url := fmt.Sprintf("http://localhost:%d/hooks/demo", g.port)
+	line := strings.TrimSpace(g.run(t, "hookgate", "sign", "--preset", "standard", "--secret", testSecret, "--url", url, "--id", id))
+	url, hdr, body := parseCurl(t, curlArgs(t, line))
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = hdr
+	return req
+}
+
+func (g *binaryGateway) do(t *testing.T, req *http.Request) reply {
+	t.Helper()
+	body, _ := req.GetBody()
+	req.Body = body
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("sending: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return reply{status: resp.StatusCode, body: string(b), header: resp.Header}
+}
+
+func TestEndToEndWithBuiltBinary(t *testing.T) {
+	g := newBinaryGateway(t)
+	g.start(t)
+
+	req := g.signedRequest(t, "evt_e2e_1")
+	expectReply(t, "signed by `caddy hookgate sign`", g.do(t, req), http.StatusOK, `"event_id":"evt_e2e_1","verified":"standard"`)
+	expectReply(t, "replay", g.do(t, req), http.StatusOK, `"duplicate":true`)
+
+	forged := g.signedRequest(t, "evt_e2e_2")
+	forged.Header.Set("Webhook-Signature", "v1,"+strings.Repeat("A", 43)+"=")
+	expectReply(t, "forged", g.do(t, forged), http.StatusUnauthorized, "signature")
+
+	// `caddy validate` is a second process: it must provision the config while the server holds
+	// the ledger's lock.
+	if out := g.run(t, "validate", "--config", "Caddyfile", "--adapter", "caddyfile"); !strings.Contains(out, "Valid configuration") {
+		t.Fatalf("caddy validate: %s", out)
+	}
+
+	// The dedupe record is durable: after kill -9 and a restart the replay is still a duplicate.
+	g.kill()
+	g.start(t)
+	expectReply(t, "replay after kill -9", g.do(t, req), http.StatusOK, `"duplicate":true`)
+	if _, err := os.Stat(filepath.Join(g.dataHome, "caddy", "hookgate")); err != nil {
+		t.Fatalf("ledger not in Caddy's data directory: %v", err)
+	}
+}
+
+type prefixWriter struct{ t *testing.T }
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.t.Logf("caddy: %s", strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}
