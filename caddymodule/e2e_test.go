@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -105,30 +104,17 @@ func (g *binaryGateway) signedRequest(t *testing.T, id string) *http.Request {
 	return req
 }
 
-func (g *binaryGateway) do(t *testing.T, req *http.Request) reply {
-	t.Helper()
-	body, _ := req.GetBody()
-	req.Body = body
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("sending: %v", err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return reply{status: resp.StatusCode, body: string(b), header: resp.Header}
-}
-
 func TestEndToEndWithBuiltBinary(t *testing.T) {
 	g := newBinaryGateway(t)
 	g.start(t)
 
 	req := g.signedRequest(t, "evt_e2e_1")
-	expectReply(t, "signed by `caddy hookgate sign`", g.do(t, req), http.StatusOK, `"event_id":"evt_e2e_1","verified":"standard"`)
-	expectReply(t, "replay", g.do(t, req), http.StatusOK, `"duplicate":true`)
+	expectReply(t, "signed by `caddy hookgate sign`", doRequest(t, http.DefaultClient, req), http.StatusOK, `"event_id":"evt_e2e_1","verified":"standard"`)
+	expectReply(t, "replay", doRequest(t, http.DefaultClient, req), http.StatusOK, `"duplicate":true`)
 
 	forged := g.signedRequest(t, "evt_e2e_2")
 	forged.Header.Set("Webhook-Signature", "v1,"+strings.Repeat("A", 43)+"=")
-	expectReply(t, "forged", g.do(t, forged), http.StatusUnauthorized, "signature")
+	expectReply(t, "forged", doRequest(t, http.DefaultClient, forged), http.StatusUnauthorized, "signature")
 
 	// `caddy validate` is a second process: it must provision the config while the server holds
 	// the ledger's lock.
@@ -139,7 +125,7 @@ func TestEndToEndWithBuiltBinary(t *testing.T) {
 	// The dedupe record is durable: after kill -9 and a restart the replay is still a duplicate.
 	g.kill()
 	g.start(t)
-	expectReply(t, "replay after kill -9", g.do(t, req), http.StatusOK, `"duplicate":true`)
+	expectReply(t, "replay after kill -9", doRequest(t, http.DefaultClient, req), http.StatusOK, `"duplicate":true`)
 	if _, err := os.Stat(filepath.Join(g.dataHome, "caddy", "hookgate")); err != nil {
 		t.Fatalf("ledger not in Caddy's data directory: %v", err)
 	}

@@ -1,0 +1,100 @@
+package caddymodule
+
+import (
+	"bytes"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddytest"
+)
+
+// exampleSecrets are what a user would export before running each example.
+var exampleSecrets = map[string]string{
+	"STANDARD_WEBHOOK_SECRET": testSecret,
+	"SVIX_WEBHOOK_SECRET":     testSecret,
+	"STRIPE_WEBHOOK_SECRET":   "whsec_test_secret",
+	"GITHUB_WEBHOOK_SECRET":   "It's a Secret to Everybody",
+	"SHOPIFY_WEBHOOK_SECRET":  "shpss_example",
+	"SLACK_SIGNING_SECRET":    "8f742231b10e8888abcd99yyyzzz85a5",
+	"TASK_WEBHOOK_SECRET":     "task-secret",
+	"PLATFORM_WEBHOOK_SECRET": "platform-secret",
+}
+
+// TestExamplesRunAsDocumented loads every examples/*.Caddyfile and runs its "# try:" line: the
+// request `caddy hookgate sign` prints must get through once and then be a duplicate.
+func TestExamplesRunAsDocumented(t *testing.T) {
+	files, _ := filepath.Glob("../examples/*.Caddyfile")
+	if len(files) < 8 {
+		t.Fatalf("found %d example Caddyfiles, want one per preset and seed format", len(files))
+	}
+	for name, value := range exampleSecrets {
+		t.Setenv(name, value)
+	}
+	t.Setenv("HOOKGATE_ADMIN", "localhost:2999")
+	t.Setenv("HOOKGATE_PORT", "9080")
+	t.Setenv("HOOKGATE_UPSTREAM_PORT", "9081")
+	t.Setenv("XDG_DATA_HOME", filepath.Join(storageDir, "examples"))
+
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			src, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tester := caddytest.NewTester(t)
+			tester.InitServer(string(src), "caddyfile")
+
+			req := tryRequest(t, string(src))
+			expectReply(t, "first", doRequest(t, tester.Client, req), http.StatusOK, `"verified":"`)
+			expectReply(t, "again", doRequest(t, tester.Client, req), http.StatusOK, `"duplicate":true`)
+		})
+	}
+}
+
+// tryRequest runs the example's "# try:" line: the shell expands its arguments, the sign command
+// prints a curl command, and that is turned back into a request.
+func tryRequest(t *testing.T, caddyfile string) *http.Request {
+	t.Helper()
+	const marker = "# try: ./caddy hookgate sign "
+	start := strings.Index(caddyfile, marker)
+	end := strings.Index(caddyfile, " | sh\n")
+	if start < 0 || end < start {
+		t.Fatal(`no "# try: ./caddy hookgate sign … | sh" line`)
+	}
+	line := caddyfile[start+len(marker) : end]
+	out, err := exec.Command("sh", "-c", `args() { printf '%s\0' "$@"; }; args `+line).Output()
+	if err != nil {
+		t.Fatalf("expanding %q: %v", line, err)
+	}
+	cmd := signCommand()
+	var printed bytes.Buffer
+	cmd.SetOut(&printed)
+	cmd.SetArgs(strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00"))
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("hookgate sign %s: %v", line, err)
+	}
+	url, hdr, body := parseCurl(t, curlArgs(t, printed.String()))
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = hdr
+	return req
+}
+
+func doRequest(t *testing.T, client *http.Client, req *http.Request) reply {
+	t.Helper()
+	req.Body, _ = req.GetBody()
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("sending: %v", err)
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	_, _ = b.ReadFrom(resp.Body)
+	return reply{status: resp.StatusCode, body: b.String(), header: resp.Header}
+}
