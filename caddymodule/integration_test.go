@@ -148,9 +148,17 @@ type reply struct {
 
 func send(t testing.TB, client *http.Client, ev *event) reply {
 	t.Helper()
+	got, err := trySend(client, ev)
+	if err != nil {
+		t.Fatalf("sending %s: %v", ev.id, err)
+	}
+	return got
+}
+
+func trySend(client *http.Client, ev *event) (reply, error) {
 	req, err := http.NewRequest(http.MethodPost, gateURL, strings.NewReader(ev.body))
 	if err != nil {
-		t.Fatal(err)
+		return reply{}, err
 	}
 	for k, v := range ev.headers {
 		req.Header[k] = v
@@ -158,11 +166,11 @@ func send(t testing.TB, client *http.Client, ev *event) reply {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
-		t.Fatalf("sending %s: %v", ev.id, err)
+		return reply{}, err
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	return reply{status: resp.StatusCode, body: string(body), header: resp.Header}
+	return reply{status: resp.StatusCode, body: string(body), header: resp.Header}, nil
 }
 
 func expectReply(t testing.TB, step string, got reply, status int, bodyContains string) {

@@ -28,6 +28,7 @@ func TestReloadAndValidateUnderTraffic(t *testing.T) {
 		mu       sync.Mutex
 		statuses = map[int]int{}
 		sent     []string
+		resent   int
 	)
 	for s := range senders {
 		wg.Go(func() {
@@ -38,8 +39,9 @@ func TestReloadAndValidateUnderTraffic(t *testing.T) {
 				default:
 				}
 				id := fmt.Sprintf("evt_reload_%d_%d", s, i)
-				got := send(t, tester.Client, newEvent(t, id, "obj_"+id, 1))
+				got, retries := sendUntilAnswered(tester.Client, newEvent(t, id, "obj_"+id, 1))
 				mu.Lock()
+				resent += retries
 				statuses[got.status]++
 				sent = append(sent, id)
 				mu.Unlock()
@@ -65,7 +67,20 @@ func TestReloadAndValidateUnderTraffic(t *testing.T) {
 			t.Fatalf("upstream saw %s %d times, want exactly once", id, n)
 		}
 	}
-	t.Logf("%d events through two reloads and a validate, each delivered once", len(sent))
+	t.Logf("%d events through two reloads and a validate, each delivered once; %d resent after a connection closed mid-reload", len(sent), resent)
+}
+
+// sendUntilAnswered resends after a transport error, as a provider does. A reload closes idle
+// keep-alive connections, and a request written onto one at that instant gets no answer at all.
+// After 50 tries it gives up with status 0, which the test reports.
+func sendUntilAnswered(client *http.Client, ev *event) (reply, int) {
+	for retries := 0; retries < 50; retries++ {
+		if got, err := trySend(client, ev); err == nil {
+			return got, retries
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return reply{}, 50
 }
 
 // validateWhileRunning does what `caddy validate` does, inside the running process: it provisions
