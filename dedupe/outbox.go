@@ -1,0 +1,72 @@
+package dedupe
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+)
+
+// State is where a queued event is in its delivery.
+type State string
+
+// The states of a queued event. Pending is the only one that is delivered; the others are final
+// and kept for a retention period so "did it arrive?" can be answered.
+const (
+	Pending    State = "pending"
+	Delivered  State = "delivered"
+	Dead       State = "dead"
+	Superseded State = "superseded"
+)
+
+// ErrNotFound is returned for an event the outbox does not hold (never accepted, or expired).
+var ErrNotFound = errors.New("event not found")
+
+// Event is one accepted webhook, queued for delivery to the upstream exactly as it arrived.
+type Event struct {
+	Namespace string      `json:"namespace"`
+	ID        string      `json:"id"`
+	Entity    string      `json:"entity,omitempty"`
+	Version   int64       `json:"version,omitempty"`
+	Method    string      `json:"method"`
+	URI       string      `json:"uri"` // path and query as received
+	Header    http.Header `json:"header"`
+	Body      []byte      `json:"body"`
+	Scheme    string      `json:"scheme"` // sent as Hookgate-Verified
+
+	State       State     `json:"state"`
+	Attempts    int       `json:"attempts"`
+	NextAttempt time.Time `json:"next_attempt,omitzero"` // when Pending: when it is due
+	LastStatus  int       `json:"last_status,omitempty"`
+	LastError   string    `json:"last_error,omitempty"`
+	AcceptedAt  time.Time `json:"accepted_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// Outbox is the durable queue behind async mode. Implementations must make Accept atomic and
+// durable: an event is acknowledged to the provider only after Accept returns nil.
+type Outbox interface {
+	// Accept, in one transaction synced to disk before it returns: c.ID already done, or queued
+	// in any state → Duplicate; c.ID claimed with a live lease → InFlight; c.Entity set and
+	// c.Version <= the entity's accepted version → Stale; otherwise it marks c.ID done for
+	// dedupeTTL (skipped when c.ID is ""), advances the entity's accepted version, stores ev as
+	// Pending due at ev.AcceptedAt, and returns Claimed. ev.ID is the key (set even when c.ID is "").
+	Accept(ctx context.Context, c Claim, ev *Event, dedupeTTL time.Duration) (Outcome, error)
+	// Lease hands out up to n Pending events of namespace due at or before now, earliest first,
+	// and moves each one's due time to now+lease so nobody else gets it meanwhile. If the process
+	// dies, they come due again after the lease: delivery is at-least-once.
+	Lease(ctx context.Context, namespace string, now time.Time, n int, lease time.Duration) ([]*Event, error)
+	// Update stores ev after an attempt: Pending (with NextAttempt), Delivered, Dead or
+	// Superseded. Delivered also advances the entity's delivered version. Final states expire
+	// after keep. Synced before it returns.
+	Update(ctx context.Context, ev *Event, keep time.Duration) error
+	// DeliveredVersion is the newest version delivered for the entity, and whether there is one.
+	DeliveredVersion(ctx context.Context, namespace, entity string) (int64, bool, error)
+	// Get returns one event, or ErrNotFound.
+	Get(ctx context.Context, namespace, id string) (*Event, error)
+	// List returns up to limit events of namespace in state, oldest accepted first.
+	List(ctx context.Context, namespace string, state State, limit int) ([]*Event, error)
+	// Replay makes a Dead event Pending again, due at now, with its attempts reset. ErrNotFound
+	// if absent; an error in words if it is not dead.
+	Replay(ctx context.Context, namespace, id string, now time.Time) error
+}
