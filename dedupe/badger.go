@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"sync"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -23,14 +24,20 @@ const maxAttempts = 100
 // must outlive any dedupe window to keep rejecting stale deliveries, and each
 // costs only its key plus 8 bytes, so the store grows with the number of
 // distinct entities, not with traffic.
+//
+// The same database is the Outbox of async mode (outbox_badger.go).
 type Badger struct {
 	db *badger.DB
+	gc *collector
+	// leasing holds a one-slot channel per namespace, the turn to Lease.
+	leasing sync.Map
 }
 
 // OpenBadger opens (creating) a Badger database in dir with a small,
 // gateway-sized profile: writes are synced so Done is durable, memtables and
 // caches are a few MB instead of Badger's hundreds, and Badger's Info/Debug
-// chatter is dropped.
+// chatter is dropped. A background goroutine reclaims value-log space
+// (see gc.go) until Close.
 func OpenBadger(dir string) (*Badger, error) {
 	opts := badger.DefaultOptions(dir).
 		WithSyncWrites(true).
@@ -40,8 +47,9 @@ func OpenBadger(dir string) (*Badger, error) {
 		WithNumMemtables(2).
 		WithBlockCacheSize(8 << 20).
 		WithIndexCacheSize(4 << 20).
-		// Records are a few bytes; keeping every value in the LSM tree means
-		// the value log never needs garbage collection.
+		// Ledger records are a few bytes and stay in the LSM tree; queued
+		// bodies of a KiB or more go to the value log, which the collector
+		// started below reclaims.
 		WithValueThreshold(1 << 10).
 		WithValueLogFileSize(16 << 20).
 		WithNumCompactors(2)
@@ -49,7 +57,13 @@ func OpenBadger(dir string) (*Badger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dedupe: open %s: %w", dir, err)
 	}
-	return &Badger{db: db}, nil
+	b := &Badger{db: db}
+	if err := b.recoverLeases(time.Now()); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("dedupe: open %s: %w", dir, err)
+	}
+	b.gc = startCollector(db)
+	return b, nil
 }
 
 // Claim implements Ledger. On error the Outcome is meaningless.
@@ -159,6 +173,7 @@ func (b *Badger) Release(ctx context.Context, c Claim) error {
 // Close implements Ledger. It flushes and closes the database; calling it
 // again is harmless.
 func (b *Badger) Close() error {
+	b.gc.close()
 	if err := b.db.Close(); err != nil {
 		return fmt.Errorf("dedupe: close: %w", err)
 	}

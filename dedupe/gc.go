@@ -1,0 +1,71 @@
+package dedupe
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// Badger keeps values of ValueThreshold bytes or more (queued bodies, see
+// OpenBadger) in its value log, and reclaims the space of deleted, expired or
+// overwritten ones only when asked to. These set how often it is asked.
+const (
+	// gcInterval is how often the value log is checked for reclaimable files.
+	gcInterval = 5 * time.Minute
+	// gcDiscardRatio is the share of a value-log file that must be garbage
+	// before it is rewritten; Badger recommends 0.5, a lifetime write
+	// amplification of 2.
+	gcDiscardRatio = 0.5
+)
+
+// collector runs value-log garbage collection in the background until stopped.
+type collector struct {
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
+}
+
+// startCollector starts collecting garbage of db every gcInterval.
+func startCollector(db *badger.DB) *collector {
+	c := &collector{stop: make(chan struct{}), done: make(chan struct{})}
+	go c.run(db)
+	return c
+}
+
+func (c *collector) run(db *badger.DB) {
+	defer close(c.done)
+	tick := time.NewTicker(gcInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-tick.C:
+		}
+		// Each successful run rewrites one file; go on while files qualify.
+		for {
+			err := db.RunValueLogGC(gcDiscardRatio)
+			if errors.Is(err, badger.ErrNoRewrite) || errors.Is(err, badger.ErrRejected) {
+				break
+			}
+			if err != nil {
+				quietLogger{}.Warningf("value log GC: %v", err)
+				break
+			}
+			select {
+			case <-c.stop:
+				return
+			default:
+			}
+		}
+	}
+}
+
+// close stops the collector and waits for a run in progress to finish. It
+// may be called more than once.
+func (c *collector) close() {
+	c.stopOnce.Do(func() { close(c.stop) })
+	<-c.done
+}

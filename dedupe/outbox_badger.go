@@ -1,0 +1,261 @@
+package dedupe
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// This file holds the Outbox's writes other than Lease: Accept, Update and
+// Replay. Every one is a single Badger transaction, retried on conflicts by
+// update and synced before it returns (the DB has SyncWrites on). The key
+// layout is described in outbox_keys.go.
+
+var _ Outbox = (*Badger)(nil)
+
+// Accept implements Outbox. The event is stored as given except that it
+// starts Pending with no attempts; it is due at ev.NextAttempt if set, else
+// at ev.AcceptedAt (which is set to now if zero). ev.Namespace must be "" or
+// c.Namespace, and ev is not modified. c.Lease is not used. On error the
+// Outcome is meaningless.
+func (b *Badger) Accept(ctx context.Context, c Claim, ev *Event, dedupeTTL time.Duration) (Outcome, error) {
+	ok, err := acceptKeys(c, ev, dedupeTTL)
+	if err != nil {
+		return 0, fmt.Errorf("dedupe: accept: %w", err)
+	}
+	ek, vk, err := keys(c)
+	if err != nil {
+		return 0, fmt.Errorf("dedupe: accept: %w", err)
+	}
+	pay, err := payloadOf(ev).encode()
+	if err != nil {
+		return 0, fmt.Errorf("dedupe: accept: %w", err)
+	}
+	rec := &outboxRecord{State: Pending, AcceptedAt: ev.AcceptedAt, NextAttempt: ev.NextAttempt, UpdatedAt: ev.UpdatedAt}
+	if rec.AcceptedAt.IsZero() {
+		rec.AcceptedAt = time.Now()
+	}
+	if rec.NextAttempt.IsZero() {
+		rec.NextAttempt = rec.AcceptedAt
+	}
+	if rec.UpdatedAt.IsZero() {
+		rec.UpdatedAt = rec.AcceptedAt
+	}
+
+	var out Outcome
+	err = b.update(ctx, "accept", func(txn *badger.Txn) error {
+		now := time.Now()
+		if ek != nil {
+			switch state, err := getEvent(txn, ek, now); {
+			case err != nil:
+				return err
+			case state == stateDone:
+				out = Duplicate
+				return nil
+			case state == stateClaimed:
+				out = InFlight
+				return nil
+			}
+		}
+		old, live, err := getRecord(txn, ok.record, now)
+		if err != nil {
+			return err
+		}
+		if live {
+			out = Duplicate
+			return nil
+		}
+		if vk != nil {
+			stored, found, err := getVersion(txn, vk)
+			if err != nil {
+				return err
+			}
+			if found && c.Version <= stored {
+				out = Stale
+				return nil
+			}
+			if err := txn.Set(vk, versionValue(c.Version)); err != nil {
+				return err
+			}
+		}
+		out = Claimed
+		if ek != nil {
+			expires := now.Add(dedupeTTL)
+			if err := txn.SetEntry(expiringEntry(ek, eventValue(stateDone, expires), expires)); err != nil {
+				return err
+			}
+		}
+		// old is an expired record of a reused ID whose Badger TTL has not
+		// yet dropped it; reindex removes its index entries.
+		if err := txn.Set(ok.payload, pay); err != nil {
+			return err
+		}
+		return store(txn, ok, old, rec, time.Time{})
+	})
+	if err != nil {
+		return 0, err
+	}
+	return out, nil
+}
+
+// acceptKeys checks Accept's arguments and returns the event's keys.
+func acceptKeys(c Claim, ev *Event, dedupeTTL time.Duration) (outboxKeys, error) {
+	switch {
+	case ev == nil:
+		return outboxKeys{}, fmt.Errorf("nil event")
+	case ev.Namespace != "" && ev.Namespace != c.Namespace:
+		return outboxKeys{}, fmt.Errorf("event namespace %q differs from the claim's %q", ev.Namespace, c.Namespace)
+	case c.ID != "" && dedupeTTL <= 0:
+		return outboxKeys{}, fmt.Errorf("dedupe ttl must be positive, got %v", dedupeTTL)
+	}
+	return keysFor(c.Namespace, ev.ID)
+}
+
+// Update implements Outbox. It stores ev's delivery state (State, Attempts,
+// NextAttempt, LastStatus, LastError, UpdatedAt — set to now if zero); the
+// request fields and AcceptedAt are fixed at Accept and ignored here. A
+// Pending event with a zero NextAttempt is due now. The entity and version
+// whose delivered version a Delivered event advances are the accepted ones.
+//
+// Only a Pending event can be updated: ErrNotFound if the event is absent or
+// expired, and an error in words if it already reached a final state (say a
+// worker whose lease ran out reports a failure after another worker
+// delivered it), so a final state is never overwritten by a late report.
+// keep must be positive for the final states.
+func (b *Badger) Update(ctx context.Context, ev *Event, keep time.Duration) error {
+	switch {
+	case ev == nil:
+		return fmt.Errorf("dedupe: update: nil event")
+	case !validState(ev.State):
+		return fmt.Errorf("dedupe: update: unknown state %q", ev.State)
+	case final(ev.State) && keep <= 0:
+		return fmt.Errorf("dedupe: update: keep must be positive, got %v", keep)
+	}
+	ok, err := keysFor(ev.Namespace, ev.ID)
+	if err != nil {
+		return fmt.Errorf("dedupe: update: %w", err)
+	}
+	return b.update(ctx, "update", func(txn *badger.Txn) error {
+		now := time.Now()
+		old, live, err := getRecord(txn, ok.record, now)
+		switch {
+		case err != nil:
+			return err
+		case !live:
+			return fmt.Errorf("%q: %w", ev.ID, ErrNotFound)
+		case final(old.State):
+			return fmt.Errorf("event %q is already %s", ev.ID, old.State)
+		}
+		rec := &outboxRecord{
+			State: ev.State, Attempts: ev.Attempts, LastStatus: ev.LastStatus, LastError: ev.LastError,
+			AcceptedAt: old.AcceptedAt, UpdatedAt: ev.UpdatedAt,
+		}
+		if rec.UpdatedAt.IsZero() {
+			rec.UpdatedAt = now
+		}
+		if ev.State == Pending {
+			rec.NextAttempt = ev.NextAttempt
+			if rec.NextAttempt.IsZero() {
+				rec.NextAttempt = now
+			}
+			return store(txn, ok, old, rec, time.Time{})
+		}
+		expires := now.Add(keep)
+		p, err := retain(txn, ok.payload, expires)
+		if err != nil {
+			return err
+		}
+		if ev.State == Delivered {
+			if err := advanceDelivered(txn, ok.ns, p); err != nil {
+				return err
+			}
+		}
+		return store(txn, ok, old, rec, expires)
+	})
+}
+
+// advanceDelivered raises the entity's delivered version to the event's,
+// never lowering it. Reading the version first makes a concurrent advance a
+// conflict, so the retry compares against the winner's value.
+func advanceDelivered(txn *badger.Txn, namespace string, p *payload) error {
+	if p.Entity == "" {
+		return nil
+	}
+	dk, err := key(namespace, kindDelivered, p.Entity)
+	if err != nil {
+		return err
+	}
+	stored, found, err := getVersion(txn, dk)
+	if err != nil || (found && p.Version <= stored) {
+		return err
+	}
+	return txn.Set(dk, versionValue(p.Version))
+}
+
+// Replay implements Outbox. The event keeps its LastStatus and LastError as
+// a record of why it died, until the next attempt replaces them.
+func (b *Badger) Replay(ctx context.Context, namespace, id string, now time.Time) error {
+	ok, err := keysFor(namespace, id)
+	if err != nil {
+		return fmt.Errorf("dedupe: replay: %w", err)
+	}
+	return b.update(ctx, "replay", func(txn *badger.Txn) error {
+		old, live, err := getRecord(txn, ok.record, time.Now())
+		switch {
+		case err != nil:
+			return err
+		case !live:
+			return fmt.Errorf("%q: %w", id, ErrNotFound)
+		case old.State != Dead:
+			return fmt.Errorf("event %q is %s, not dead", id, old.State)
+		}
+		rec := *old
+		rec.State, rec.Attempts, rec.NextAttempt, rec.UpdatedAt = Pending, 0, now, now
+		if _, err := retain(txn, ok.payload, time.Time{}); err != nil {
+			return err
+		}
+		return store(txn, ok, old, &rec, time.Time{})
+	})
+}
+
+// store writes rec (expiring at expires, zero for never) and moves the
+// event's index entries from where old had them (old may be nil): the due
+// entry exists exactly while the event is Pending, and the state entry
+// expires with the record.
+func store(txn *badger.Txn, ok outboxKeys, old, rec *outboxRecord, expires time.Time) error {
+	if err := putRecord(txn, ok.record, rec, expires); err != nil {
+		return err
+	}
+	var oldDue, oldState []byte
+	if old != nil {
+		if old.State == Pending {
+			oldDue = ok.due(old.NextAttempt)
+		}
+		oldState = ok.state(old.State, old.AcceptedAt)
+	}
+	newState := ok.state(rec.State, rec.AcceptedAt)
+	if oldState != nil && !bytes.Equal(oldState, newState) {
+		if err := txn.Delete(oldState); err != nil {
+			return err
+		}
+	}
+	if err := txn.SetEntry(entry(newState, nil, expires)); err != nil {
+		return err
+	}
+	if rec.State != Pending {
+		if oldDue == nil {
+			return nil
+		}
+		return txn.Delete(oldDue)
+	}
+	newDue := ok.due(rec.NextAttempt)
+	if oldDue != nil && !bytes.Equal(oldDue, newDue) {
+		if err := txn.Delete(oldDue); err != nil {
+			return err
+		}
+	}
+	return txn.Set(newDue, nil)
+}

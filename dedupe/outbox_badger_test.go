@@ -1,0 +1,255 @@
+package dedupe
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"reflect"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// base is an arbitrary fixed time the tests lease at, so due times need no sleeping.
+var base = time.Date(2030, 1, 2, 3, 4, 5, 600, time.UTC)
+
+func queued(id string, at time.Time) *Event {
+	return &Event{
+		Namespace: "stripe",
+		ID:        id,
+		Method:    http.MethodPost,
+		URI:       "/hooks/stripe?src=test",
+		Header:    http.Header{"Content-Type": {"application/json"}, "Stripe-Signature": {"t=1,v1=ab"}},
+		Body:      []byte(`{"id":"` + id + `"}`),
+		Scheme:    "stripe",
+		// AcceptedAt is also when the event is first due.
+		AcceptedAt: at,
+	}
+}
+
+func accept(t testing.TB, o Outbox, c Claim, ev *Event) Outcome {
+	t.Helper()
+	out, err := o.Accept(context.Background(), c, ev, time.Hour)
+	if err != nil {
+		t.Fatalf("Accept(%+v, %q): %v", c, ev.ID, err)
+	}
+	return out
+}
+
+// enqueue accepts ev with dedupe off, as a route without an ID path does.
+func enqueue(t testing.TB, o Outbox, ev *Event) {
+	t.Helper()
+	expect(t, "accept "+ev.ID, accept(t, o, Claim{Namespace: ev.Namespace}, ev), Claimed)
+}
+
+func lease(t testing.TB, o Outbox, now time.Time, n int, d time.Duration) []*Event {
+	t.Helper()
+	evs, err := o.Lease(context.Background(), "stripe", now, n, d)
+	if err != nil {
+		t.Fatalf("Lease(%v, %d): %v", now, n, err)
+	}
+	return evs
+}
+
+func update(t testing.TB, o Outbox, ev *Event, keep time.Duration) {
+	t.Helper()
+	if err := o.Update(context.Background(), ev, keep); err != nil {
+		t.Fatalf("Update(%q, %s): %v", ev.ID, ev.State, err)
+	}
+}
+
+func ids(evs []*Event) string {
+	s := ""
+	for i, ev := range evs {
+		if i > 0 {
+			s += ","
+		}
+		s += ev.ID
+	}
+	return s
+}
+
+func expectIDs(t testing.TB, step string, evs []*Event, want string) {
+	t.Helper()
+	if got := ids(evs); got != want {
+		t.Errorf("%s: got [%s], want [%s]", step, got, want)
+	}
+}
+
+func getState(t testing.TB, o Outbox, id string) State {
+	t.Helper()
+	ev, err := o.Get(context.Background(), "stripe", id)
+	if err != nil {
+		t.Fatalf("Get(%q): %v", id, err)
+	}
+	return ev.State
+}
+
+func expectNotFound(t testing.TB, step string, o Outbox, id string) {
+	t.Helper()
+	if _, err := o.Get(context.Background(), "stripe", id); !errors.Is(err, ErrNotFound) {
+		t.Errorf("%s: Get(%q) = %v, want ErrNotFound", step, id, err)
+	}
+}
+
+func TestAcceptDedupes(t *testing.T) {
+	b := openTest(t)
+	c := event("a")
+	expect(t, "first accept", accept(t, b, c, queued("a", base)), Claimed)
+	expect(t, "accept again", accept(t, b, c, queued("a", base)), Duplicate)
+	expect(t, "sync claim after accept", claim(t, b, c), Duplicate)
+
+	held := event("held")
+	expect(t, "sync claim", claim(t, b, held), Claimed)
+	expect(t, "accept while claimed", accept(t, b, held, queued("held", base)), InFlight)
+	expectNotFound(t, "in-flight accept", b, "held")
+
+	// Queued in any state is a duplicate, also where no dedupe record is consulted.
+	ev := lease(t, b, base, 1, time.Minute)[0]
+	ev.State = Dead
+	update(t, b, ev, time.Hour)
+	expect(t, "accept of a dead event, dedupe off", accept(t, b, Claim{Namespace: "stripe"}, queued("a", base)), Duplicate)
+}
+
+func TestAcceptWithoutID(t *testing.T) {
+	b := openTest(t)
+	off := Claim{Namespace: "stripe"}
+	expect(t, "first", accept(t, b, off, queued("r1", base)), Claimed)
+	expect(t, "second", accept(t, b, off, queued("r2", base)), Claimed)
+	expect(t, "same queue key", accept(t, b, off, queued("r2", base)), Duplicate)
+	expectIDs(t, "both queued", lease(t, b, base, 10, time.Minute), "r1,r2")
+}
+
+func TestAcceptStale(t *testing.T) {
+	b := openTest(t)
+	versioned := func(id string, v int64) (Claim, *Event) {
+		c := event(id)
+		c.Entity, c.Version = "cus_1", v
+		ev := queued(id, base)
+		ev.Entity, ev.Version = c.Entity, c.Version
+		return c, ev
+	}
+	c, ev := versioned("v2", 2)
+	expect(t, "v2", accept(t, b, c, ev), Claimed)
+	c, ev = versioned("v1", 1)
+	expect(t, "v1 after v2", accept(t, b, c, ev), Stale)
+	expectNotFound(t, "stale event", b, "v1")
+	expect(t, "stale wrote no dedupe record", claim(t, b, event("v1")), Claimed)
+	c, ev = versioned("v2b", 2)
+	expect(t, "v2 again", accept(t, b, c, ev), Stale)
+	// Sync and async share the accepted version.
+	c, _ = versioned("sync", 2)
+	expect(t, "sync claim of v2", claim(t, b, c), Stale)
+	c, ev = versioned("v3", 3)
+	expect(t, "v3", accept(t, b, c, ev), Claimed)
+	expectIDs(t, "queued", lease(t, b, base, 10, time.Minute), "v2,v3")
+}
+
+func TestAcceptSurvivesReopen(t *testing.T) {
+	dir := t.TempDir()
+	b, err := OpenBadger(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := queued("durable", base)
+	want.Entity, want.Version = "cus_9", 42
+	want.Header.Add("X-Multi", "one")
+	want.Header.Add("X-Multi", "two")
+	// Larger than the value threshold, so it lives in the value log, and not UTF-8.
+	want.Body = bytes.Repeat([]byte{0, 0xff, 'x', '\n'}, 1024)
+	c := event("durable")
+	c.Entity, c.Version = want.Entity, want.Version
+	expect(t, "accept", accept(t, b, c, want), Claimed)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	b, err = OpenBadger(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	evs := lease(t, b, base, 10, time.Minute)
+	if len(evs) != 1 {
+		t.Fatalf("leased %d events after reopen, want 1", len(evs))
+	}
+	got := evs[0]
+	if got.Namespace != "stripe" || got.ID != want.ID || got.Method != want.Method || got.URI != want.URI ||
+		got.Scheme != want.Scheme || got.Entity != want.Entity || got.Version != want.Version {
+		t.Errorf("leased %+v, want the fields of %+v", got, want)
+	}
+	if !reflect.DeepEqual(got.Header, want.Header) {
+		t.Errorf("header %v, want %v", got.Header, want.Header)
+	}
+	if !bytes.Equal(got.Body, want.Body) {
+		t.Errorf("body of %d bytes differs from the %d accepted", len(got.Body), len(want.Body))
+	}
+	if got.State != Pending || got.Attempts != 0 || !got.AcceptedAt.Equal(base) {
+		t.Errorf("state %s, attempts %d, accepted %v", got.State, got.Attempts, got.AcceptedAt)
+	}
+	expect(t, "dedupe after reopen", accept(t, b, c, queued("durable", base)), Duplicate)
+}
+
+func TestOutboxInvalidInput(t *testing.T) {
+	b := openTest(t)
+	ctx := context.Background()
+	bad := queued("x", base)
+	bad.Namespace = "a\x00b"
+	if _, err := b.Accept(ctx, Claim{Namespace: bad.Namespace}, bad, time.Hour); err == nil {
+		t.Error("Accept took a namespace with NUL")
+	}
+	if _, err := b.Accept(ctx, Claim{Namespace: "other"}, queued("x", base), time.Hour); err == nil {
+		t.Error("Accept took an event of another namespace")
+	}
+	if _, err := b.Accept(ctx, event("x"), queued("", base), time.Hour); err == nil {
+		t.Error("Accept took an empty event ID")
+	}
+	if _, err := b.Accept(ctx, event("x"), queued("x", base), 0); err == nil {
+		t.Error("Accept took a zero dedupe ttl")
+	}
+	if _, err := b.Lease(ctx, "stripe", base, 1, 0); err == nil {
+		t.Error("Lease took a zero lease")
+	}
+	if err := b.Update(ctx, &Event{Namespace: "stripe", ID: "x", State: "lost"}, time.Hour); err == nil {
+		t.Error("Update took an unknown state")
+	}
+	if err := b.Update(ctx, &Event{Namespace: "stripe", ID: "x", State: Dead}, 0); err == nil {
+		t.Error("Update took a final state with zero keep")
+	}
+	if _, err := b.List(ctx, "stripe", "lost", 1); err == nil {
+		t.Error("List took an unknown state")
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := b.Accept(cancelled, event("x"), queued("x", base), time.Hour); !errors.Is(err, context.Canceled) {
+		t.Errorf("Accept with cancelled ctx: %v", err)
+	}
+	if _, err := b.Lease(cancelled, "stripe", base, 1, time.Minute); !errors.Is(err, context.Canceled) {
+		t.Errorf("Lease with cancelled ctx: %v", err)
+	}
+	if _, err := b.Get(cancelled, "stripe", "x"); !errors.Is(err, context.Canceled) {
+		t.Errorf("Get with cancelled ctx: %v", err)
+	}
+	expectNotFound(t, "nothing was stored", b, "x")
+}
+
+func BenchmarkAccept(b *testing.B) {
+	o := openTest(b)
+	body := bytes.Repeat([]byte("x"), 1<<10)
+	var seq atomic.Int64
+	// As BenchmarkClaimDone: many requests wait on fsyncs at once.
+	b.SetParallelism(16)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			id := fmt.Sprint("evt_", seq.Add(1))
+			ev := queued(id, time.Now())
+			ev.Body = body
+			out, err := o.Accept(context.Background(), Claim{Namespace: "stripe", ID: id, Lease: time.Minute}, ev, time.Hour)
+			if err != nil || out != Claimed {
+				b.Fatalf("Accept: %v, %v", out, err)
+			}
+		}
+	})
+}

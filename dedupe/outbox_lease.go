@@ -1,0 +1,134 @@
+package dedupe
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// Lease implements Outbox. It scans the namespace's due index, which sorts by
+// due time, from the start up to now, so its cost is the number of events it
+// hands out, not the size of the queue.
+//
+// An event is never handed to two callers within its lease: each transaction
+// reads the index entries and records it takes, so of two that took the same
+// event the later one to commit fails with a conflict and is retried against
+// the winner's writes, where the event is no longer due. As all concurrent
+// Leases of a namespace want the same head of the queue, most of them would
+// lose, and with dozens of callers some lost 100 times in a row; so Leases of
+// one namespace also take turns (Badger locks its directory, so every caller
+// is in this process), and conflicts are left to Accept, Update and Replay
+// racing a Lease, which are rare.
+//
+// An index entry that does not match its record is skipped and deleted; the
+// writes of this package move a record's entries in the same transaction as
+// the record, so that is only a safety net.
+func (b *Badger) Lease(ctx context.Context, namespace string, now time.Time, n int, lease time.Duration) ([]*Event, error) {
+	turn, ok := b.leasing.Load(namespace)
+	if !ok {
+		turn, _ = b.leasing.LoadOrStore(namespace, make(chan struct{}, 1))
+	}
+	select {
+	case turn.(chan struct{}) <- struct{}{}:
+		defer func() { <-turn.(chan struct{}) }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("dedupe: lease: %w", ctx.Err())
+	}
+	return b.lease(ctx, namespace, now, n, lease)
+}
+
+// lease is Lease without taking turns, safe all the same.
+func (b *Badger) lease(ctx context.Context, namespace string, now time.Time, n int, lease time.Duration) ([]*Event, error) {
+	if lease <= 0 {
+		return nil, fmt.Errorf("dedupe: lease: lease must be positive, got %v", lease)
+	}
+	prefix, err := key(namespace, kindDue, "")
+	if err != nil {
+		return nil, fmt.Errorf("dedupe: lease: %w", err)
+	}
+	if n <= 0 {
+		return nil, nil
+	}
+	until := now.Add(lease)
+	var out []*Event
+	err = b.update(ctx, "lease", func(txn *badger.Txn) error {
+		out = out[:0]
+		due, stale, err := scanDue(txn, namespace, prefix, sortNanos(now), n)
+		if err != nil {
+			return err
+		}
+		for _, k := range stale {
+			if err := txn.Delete(k); err != nil {
+				return err
+			}
+		}
+		for _, d := range due {
+			if err := txn.Delete(d.key); err != nil {
+				return err
+			}
+			d.rec.NextAttempt = until
+			d.rec.Leased = true
+			if err := putRecord(txn, d.keys.record, d.rec, time.Time{}); err != nil {
+				return err
+			}
+			if err := txn.Set(d.keys.due(until), nil); err != nil {
+				return err
+			}
+			p, err := getPayload(txn, d.keys.payload)
+			if err != nil {
+				return err
+			}
+			out = append(out, d.keys.event(d.rec, p))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// dueEvent is a Pending event found in the due index.
+type dueEvent struct {
+	key  []byte // its due-index entry
+	keys outboxKeys
+	rec  *outboxRecord
+}
+
+// scanDue returns up to n events due at or before the limit (sortNanos), in
+// due order, and the due-index keys that were found not to match their
+// record. Writes must wait until it returns: the iterator is closed by then.
+func scanDue(txn *badger.Txn, namespace string, prefix []byte, limit uint64, n int) (due []dueEvent, stale [][]byte, err error) {
+	opts := badger.DefaultIteratorOptions
+	opts.Prefix = prefix
+	opts.PrefetchValues = false
+	it := txn.NewIterator(opts)
+	defer it.Close()
+	now := time.Now()
+	for it.Rewind(); it.Valid() && len(due) < n; it.Next() {
+		k := it.Item().KeyCopy(nil)
+		at, id, err := splitIndexKey(k, len(prefix))
+		if err != nil {
+			return nil, nil, err
+		}
+		if at > limit {
+			break
+		}
+		ok, err := keysFor(namespace, id)
+		if err != nil {
+			return nil, nil, err
+		}
+		rec, live, err := getRecord(txn, ok.record, now)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !live || rec.State != Pending || sortNanos(rec.NextAttempt) != at {
+			stale = append(stale, k)
+			continue
+		}
+		due = append(due, dueEvent{key: k, keys: ok, rec: rec})
+	}
+	return due, stale, nil
+}

@@ -1,0 +1,121 @@
+package dedupe
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// This file holds the Outbox's reads. They run in read-only transactions on
+// a consistent snapshot and never conflict with writers.
+
+// DeliveredVersion implements Outbox.
+func (b *Badger) DeliveredVersion(ctx context.Context, namespace, entity string) (int64, bool, error) {
+	dk, err := key(namespace, kindDelivered, entity)
+	if err != nil {
+		return 0, false, fmt.Errorf("dedupe: delivered version: %w", err)
+	}
+	var version int64
+	var found bool
+	err = b.view(ctx, "delivered version", func(txn *badger.Txn) error {
+		version, found, err = getVersion(txn, dk)
+		return err
+	})
+	return version, found, err
+}
+
+// Get implements Outbox; the error wraps ErrNotFound for an event that was
+// never accepted or whose retention has passed.
+func (b *Badger) Get(ctx context.Context, namespace, id string) (*Event, error) {
+	ok, err := keysFor(namespace, id)
+	if err != nil {
+		return nil, fmt.Errorf("dedupe: get: %w", err)
+	}
+	var ev *Event
+	err = b.view(ctx, "get", func(txn *badger.Txn) error {
+		rec, live, err := getRecord(txn, ok.record, time.Now())
+		if err != nil {
+			return err
+		}
+		if !live {
+			return fmt.Errorf("%q: %w", id, ErrNotFound)
+		}
+		p, err := getPayload(txn, ok.payload)
+		if err != nil {
+			return err
+		}
+		ev = ok.event(rec, p)
+		return nil
+	})
+	return ev, err
+}
+
+// List implements Outbox, reading the state index, which sorts each state's
+// events by accept time; it costs one index entry, one record and one
+// payload read per event returned (plus any index entries whose record
+// expired within the last second and is not yet reclaimed). A limit <= 0
+// returns nothing.
+func (b *Badger) List(ctx context.Context, namespace string, state State, limit int) ([]*Event, error) {
+	if !validState(state) {
+		return nil, fmt.Errorf("dedupe: list: unknown state %q", state)
+	}
+	prefix, err := key(namespace, kindState, string(state)+"\x00")
+	if err != nil {
+		return nil, fmt.Errorf("dedupe: list: %w", err)
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	var out []*Event
+	err = b.view(ctx, "list", func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.Prefix = prefix
+		opts.PrefetchValues = false
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		now := time.Now()
+		for it.Rewind(); it.Valid() && len(out) < limit; it.Next() {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			at, id, err := splitIndexKey(it.Item().Key(), len(prefix))
+			if err != nil {
+				return err
+			}
+			ok, err := keysFor(namespace, id)
+			if err != nil {
+				return err
+			}
+			rec, live, err := getRecord(txn, ok.record, now)
+			if err != nil {
+				return err
+			}
+			if !live || rec.State != state || sortNanos(rec.AcceptedAt) != at {
+				continue
+			}
+			p, err := getPayload(txn, ok.payload)
+			if err != nil {
+				return err
+			}
+			out = append(out, ok.event(rec, p))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// view runs fn in a read-only transaction and wraps errors with op.
+func (b *Badger) view(ctx context.Context, op string, fn func(*badger.Txn) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("dedupe: %s: %w", op, err)
+	}
+	if err := b.db.View(fn); err != nil {
+		return fmt.Errorf("dedupe: %s: %w", op, err)
+	}
+	return nil
+}

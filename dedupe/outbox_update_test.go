@@ -1,0 +1,129 @@
+package dedupe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+func TestUpdate(t *testing.T) {
+	b := openTest(t)
+	enqueue(t, b, queued("retry", base))
+	ev := lease(t, b, base, 1, time.Minute)[0]
+	ev.Attempts, ev.LastStatus, ev.LastError = 1, 503, "upstream: 503 Service Unavailable"
+	ev.NextAttempt = base.Add(10 * time.Minute)
+	update(t, b, ev, time.Hour)
+	expectIDs(t, "before the retry is due", lease(t, b, ev.NextAttempt.Add(-time.Nanosecond), 10, time.Minute), "")
+	got := lease(t, b, ev.NextAttempt, 10, time.Minute)
+	expectIDs(t, "when the retry is due", got, "retry")
+	if len(got) == 1 && (got[0].Attempts != 1 || got[0].LastStatus != 503 || got[0].LastError != ev.LastError) {
+		t.Errorf("leased %+v, want the attempt recorded", got[0])
+	}
+
+	unknown := queued("nope", base)
+	unknown.State = Pending
+	if err := b.Update(context.Background(), unknown, time.Hour); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Update of an unknown event: %v, want ErrNotFound", err)
+	}
+	ev.State = Superseded
+	update(t, b, ev, time.Hour)
+	expectIDs(t, "superseded is not leased", lease(t, b, base.Add(time.Hour), 10, time.Minute), "")
+	ev.State, ev.NextAttempt = Pending, base
+	if err := b.Update(context.Background(), ev, time.Hour); err == nil || errors.Is(err, ErrNotFound) {
+		t.Errorf("Update of a superseded event back to pending: %v, want an error in words", err)
+	}
+	if s := getState(t, b, "retry"); s != Superseded {
+		t.Errorf("state after the refused update: %s", s)
+	}
+}
+
+func TestDelivered(t *testing.T) {
+	t.Parallel()
+	b := openTest(t)
+	ctx := context.Background()
+	for _, v := range []int64{3, 5} {
+		id := fmt.Sprint("v", v)
+		c, ev := event(id), queued(id, base)
+		c.Entity, c.Version, ev.Entity, ev.Version = "cus_1", v, "cus_1", v
+		expect(t, "accept "+id, accept(t, b, c, ev), Claimed)
+	}
+	if _, ok, err := b.DeliveredVersion(ctx, "stripe", "cus_1"); ok || err != nil {
+		t.Errorf("DeliveredVersion before any delivery: %v, %v", ok, err)
+	}
+	evs := lease(t, b, base, 10, time.Minute)
+	expectIDs(t, "lease", evs, "v3,v5")
+	if len(evs) != 2 {
+		t.FailNow()
+	}
+	evs[1].State = Delivered
+	start := time.Now()
+	update(t, b, evs[1], time.Second)
+	evs[0].State = Delivered
+	update(t, b, evs[0], time.Hour)
+	if v, ok, err := b.DeliveredVersion(ctx, "stripe", "cus_1"); v != 5 || !ok || err != nil {
+		t.Errorf("DeliveredVersion after delivering 5 then 3: %d, %v, %v; want 5", v, ok, err)
+	}
+
+	time.Sleep(900 * time.Millisecond)
+	var s State
+	if within(t, start, time.Second, func() { s = getState(t, b, "v5") }) && s != Delivered {
+		t.Errorf("0.9 s into a 1 s keep: state %s, want delivered", s)
+	}
+	time.Sleep(time.Until(start.Add(1200 * time.Millisecond)))
+	expectNotFound(t, "after keep", b, "v5")
+	delivered, err := b.List(ctx, "stripe", Delivered, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectIDs(t, "delivered after v5's keep", delivered, "v3")
+	expect(t, "dedupe outlives the keep", accept(t, b, event("v5"), queued("v5", base)), Duplicate)
+}
+
+func TestListAndReplay(t *testing.T) {
+	b := openTest(t)
+	ctx := context.Background()
+	for i, id := range []string{"c", "a", "e", "b", "d"} { // accept times a < b < c < d < e
+		enqueue(t, b, queued(id, base.Add(time.Duration(id[0]-'a')*time.Second-time.Duration(i))))
+	}
+	evs := lease(t, b, base.Add(time.Minute), 10, time.Hour)
+	expectIDs(t, "lease", evs, "a,b,c,d,e")
+	for _, ev := range evs {
+		if ev.ID != "b" && ev.ID != "d" {
+			ev.State, ev.Attempts, ev.LastStatus, ev.LastError = Dead, 8, 500, "upstream: 500"
+			update(t, b, ev, time.Hour)
+		}
+	}
+	list := func(state State, limit int) []*Event {
+		t.Helper()
+		evs, err := b.List(ctx, "stripe", state, limit)
+		if err != nil {
+			t.Fatalf("List(%s, %d): %v", state, limit, err)
+		}
+		return evs
+	}
+	expectIDs(t, "dead, limit 2", list(Dead, 2), "a,c")
+	expectIDs(t, "dead", list(Dead, 10), "a,c,e")
+	expectIDs(t, "pending", list(Pending, 10), "b,d")
+	expectIDs(t, "delivered", list(Delivered, 10), "")
+
+	now := base.Add(2 * time.Hour)
+	if err := b.Replay(ctx, "stripe", "c", now); err != nil {
+		t.Fatal(err)
+	}
+	expectIDs(t, "dead after replay", list(Dead, 10), "a,e")
+	expectIDs(t, "pending after replay", list(Pending, 10), "b,c,d")
+	got := lease(t, b, now, 10, time.Hour)
+	// b and d are due again too: their hour-long lease ran out at base+1h1m.
+	expectIDs(t, "lease after replay", got, "b,d,c")
+	if len(got) == 3 && (got[2].Attempts != 0 || got[2].LastError != "upstream: 500") {
+		t.Errorf("replayed event: attempts %d, last error %q", got[2].Attempts, got[2].LastError)
+	}
+	if err := b.Replay(ctx, "stripe", "b", now); err == nil || errors.Is(err, ErrNotFound) {
+		t.Errorf("Replay of a pending event: %v, want an error in words", err)
+	}
+	if err := b.Replay(ctx, "stripe", "nope", now); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Replay of an unknown event: %v, want ErrNotFound", err)
+	}
+}
