@@ -1,0 +1,154 @@
+package deliver
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+)
+
+// The values of Config.Jitter.
+const (
+	// JitterProportional moves each delay by a uniform amount within ±25 % of it.
+	JitterProportional = "proportional"
+	// JitterFull replaces each delay by a uniform one in [0, delay].
+	JitterFull = "full"
+	// JitterNone keeps each delay as scheduled.
+	JitterNone = "none"
+)
+
+// The defaults WithDefaults fills in for zero Config fields.
+const (
+	DefaultMaxAttempts   = 8
+	DefaultTimeout       = 30 * time.Second
+	DefaultWorkers       = 16
+	DefaultJitter        = JitterProportional
+	DefaultRetryAfterCap = time.Hour
+	DefaultPauseAfter    = 5
+	DefaultKeep          = 24 * time.Hour
+	DefaultDeadKeep      = 30 * 24 * time.Hour
+)
+
+// DefaultSchedule is the delay before each retry when Config.Schedule is empty; the last repeats.
+var DefaultSchedule = []time.Duration{
+	10 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute, 2 * time.Hour,
+}
+
+// Config says where and how a route's events are delivered. Zero fields take defaults
+// (WithDefaults); Validate reports what is wrong with the rest.
+type Config struct {
+	// Target is the upstream's scheme and host (http or https), with an optional path prefix
+	// (usually empty): the event's path and query are appended to it. Required.
+	Target *url.URL
+	// MaxAttempts is how many attempts an event gets before it becomes a dead letter.
+	// Default 8.
+	MaxAttempts int
+	// Timeout bounds one attempt: connecting, sending the event and reading the answer.
+	// Default 30s.
+	Timeout time.Duration
+	// Workers bounds the attempts in flight at once. Default 16.
+	Workers int
+	// Schedule is the delay before retry k (k = 1, 2, …), before jitter; the last entry repeats.
+	// Default 10s, 30s, 2m, 10m, 30m, 2h.
+	Schedule []time.Duration
+	// Jitter spreads the scheduled delays: "proportional" (uniform within ±25 %), "full"
+	// (uniform in [0, delay]) or "none". Default "proportional".
+	Jitter string
+	// RetryAfterCap is the longest an upstream's Retry-After is honoured. Default 1h.
+	RetryAfterCap time.Duration
+	// PauseAfter is how many retryable failures in a row, across events, pause the upstream
+	// (one probe at a time until an attempt succeeds). Default 5.
+	PauseAfter int
+	// Keep is how long delivered and superseded events are kept in the outbox. Default 24h.
+	Keep time.Duration
+	// DeadKeep is how long dead letters are kept for listing and replay. Default 720h (30 days).
+	DeadKeep time.Duration
+}
+
+// WithDefaults returns c with every zero field set to its default. Negative values are kept,
+// for Validate to report.
+func (c Config) WithDefaults() Config {
+	setDefault(&c.MaxAttempts, DefaultMaxAttempts)
+	setDefault(&c.Timeout, DefaultTimeout)
+	setDefault(&c.Workers, DefaultWorkers)
+	setDefault(&c.Jitter, DefaultJitter)
+	setDefault(&c.RetryAfterCap, DefaultRetryAfterCap)
+	setDefault(&c.PauseAfter, DefaultPauseAfter)
+	setDefault(&c.Keep, DefaultKeep)
+	setDefault(&c.DeadKeep, DefaultDeadKeep)
+	if len(c.Schedule) == 0 {
+		c.Schedule = DefaultSchedule
+	}
+	c.Schedule = append([]time.Duration(nil), c.Schedule...) // never share the caller's array
+	return c
+}
+
+// Validate reports every problem of c, with defaults applied, in words: Target must be an
+// absolute http or https URL with a host and no query or fragment; counts and durations must be
+// positive; Jitter must be one of the known values.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	var problems []error
+	report := func(format string, args ...any) {
+		problems = append(problems, fmt.Errorf(format, args...))
+	}
+
+	if err := validateTarget(c.Target); err != nil {
+		problems = append(problems, err)
+	}
+	positive := []struct {
+		name  string
+		value int64
+	}{
+		{"max attempts", int64(c.MaxAttempts)},
+		{"timeout", int64(c.Timeout)},
+		{"workers", int64(c.Workers)},
+		{"retry-after cap", int64(c.RetryAfterCap)},
+		{"pause after", int64(c.PauseAfter)},
+		{"keep", int64(c.Keep)},
+		{"dead keep", int64(c.DeadKeep)},
+	}
+	for _, field := range positive {
+		if field.value <= 0 {
+			report("%s must be positive, got %d", field.name, field.value)
+		}
+	}
+	for i, delay := range c.Schedule {
+		if delay <= 0 {
+			report("schedule entry %d must be positive, got %v", i+1, delay)
+		}
+	}
+	switch c.Jitter {
+	case JitterProportional, JitterFull, JitterNone:
+	default:
+		report("jitter must be %q, %q or %q, got %q", JitterProportional, JitterFull, JitterNone, c.Jitter)
+	}
+
+	if err := errors.Join(problems...); err != nil {
+		return fmt.Errorf("deliver: config: %w", err)
+	}
+	return nil
+}
+
+// validateTarget checks that target can prefix an event's path and query.
+func validateTarget(target *url.URL) error {
+	switch {
+	case target == nil:
+		return errors.New("target is required")
+	case target.Scheme != "http" && target.Scheme != "https":
+		return fmt.Errorf("target %q: scheme must be http or https", target.Redacted())
+	case target.Host == "":
+		return fmt.Errorf("target %q: host is missing", target.Redacted())
+	case target.Opaque != "" || target.RawQuery != "" || target.ForceQuery || target.Fragment != "":
+		return fmt.Errorf("target %q: must be only scheme, host and an optional path", target.Redacted())
+	}
+	return nil
+}
+
+// setDefault sets *field to fallback when it is the zero value.
+func setDefault[T comparable](field *T, fallback T) {
+	var zero T
+	if *field == zero {
+		*field = fallback
+	}
+}

@@ -1,0 +1,156 @@
+package deliver
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hookgate/hookgate/dedupe"
+)
+
+const (
+	// outboxTimeout bounds each outbox call a worker makes, so a stuck store cannot hold a
+	// worker (or Stop) forever.
+	outboxTimeout = 10 * time.Second
+	// entityBusyDelay is how long an event waits while another event of its entity is being
+	// worked on, so one entity's events never reach the upstream concurrently (out of order).
+	entityBusyDelay = pollInterval
+)
+
+// process takes one leased event to its next state: superseded, delivered, due again later, or
+// dead. If its outcome cannot be recorded, its lease lapses and it is tried again.
+func (d *Deliverer) process(s *settings, ev *dedupe.Event) {
+	logger := d.logger.With(zap.String("event_id", ev.ID))
+	if ev.Entity != "" && d.supersedeIfOutdated(s, ev, logger) {
+		return
+	}
+	result := attempt(d.attemptsCtx, s.client, s.cfg, ev, ev.Attempts+1)
+	if result.verdict == abandoned {
+		logger.Info("attempt abandoned because the deliverer stopped; the event comes due again after its lease")
+		return
+	}
+	d.recordAttempt(s.cfg, ev, result, logger)
+}
+
+// supersedeIfOutdated marks ev Superseded, unsent, when its entity already has a newer version
+// delivered. It reports whether ev is settled for now: superseded, or left to its lease
+// because the delivered version could not be read.
+func (d *Deliverer) supersedeIfOutdated(s *settings, ev *dedupe.Event, logger *zap.Logger) (settled bool) {
+	ctx, cancel := context.WithTimeout(d.attemptsCtx, outboxTimeout)
+	defer cancel()
+	delivered, found, err := d.out.DeliveredVersion(ctx, d.namespace, ev.Entity)
+	if err != nil {
+		logger.Error("reading the entity's delivered version failed; the event comes due again after its lease",
+			zap.Error(err))
+		return true
+	}
+	if !found || delivered <= ev.Version {
+		return false
+	}
+	ev.State = dedupe.Superseded
+	ev.NextAttempt = time.Time{}
+	ev.LastError = fmt.Sprintf("superseded: version %d of the entity was already delivered", delivered)
+	ev.UpdatedAt = time.Now()
+	d.store(ev, s.cfg.Keep, logger)
+	logger.Info("event superseded, not sent", zap.Int64("version", ev.Version), zap.Int64("delivered_version", delivered))
+	return true
+}
+
+// recordAttempt turns the outcome of attempt number ev.Attempts+1 into ev's next state, stores
+// it, and feeds the upstream's health.
+func (d *Deliverer) recordAttempt(cfg Config, ev *dedupe.Event, result attemptResult, logger *zap.Logger) {
+	now := time.Now()
+	ev.Attempts++
+	ev.LastStatus = result.status
+	ev.LastError = result.problem
+	ev.UpdatedAt = now
+	ev.NextAttempt = time.Time{}
+	logger = logger.With(zap.Int("attempt", ev.Attempts), zap.Int("status", result.status))
+
+	keep := cfg.DeadKeep
+	var delay time.Duration
+	switch result.verdict {
+	case delivered:
+		ev.State, keep = dedupe.Delivered, cfg.Keep
+		d.upstreamSucceeded()
+	case rejected:
+		ev.State = dedupe.Dead
+	case retryable:
+		delay = retryDelay(cfg, ev.Attempts, result.retryAfter, result.hasRetryAfter)
+		d.upstreamFailed(cfg.PauseAfter, now.Add(delay))
+		if ev.Attempts >= cfg.MaxAttempts {
+			ev.State = dedupe.Dead
+			ev.LastError = fmt.Sprintf("%s; gave up after %d attempts", result.problem, ev.Attempts)
+		} else {
+			ev.State, keep = dedupe.Pending, 0 // keep applies to final states only
+			ev.NextAttempt = now.Add(delay)
+		}
+	}
+	if !d.store(ev, keep, logger) {
+		return
+	}
+	switch ev.State {
+	case dedupe.Delivered:
+		logger.Debug("event delivered")
+	case dedupe.Dead:
+		logger.Warn("event dead-lettered", zap.String("reason", ev.LastError))
+	case dedupe.Pending:
+		logger.Info("attempt failed; retrying", zap.String("reason", ev.LastError), zap.Duration("retry_in", delay))
+		if delay < pollInterval {
+			time.AfterFunc(delay, d.Notify) // sooner than the loop would look on its own
+		}
+	}
+}
+
+// postponeUnlessSuperseded puts ev back, unattempted, for a little while, because another event
+// of its entity is being worked on; unless a newer version is already delivered, which makes
+// it superseded whatever that other event's fate.
+func (d *Deliverer) postponeUnlessSuperseded(s *settings, ev *dedupe.Event) {
+	logger := d.logger.With(zap.String("event_id", ev.ID))
+	if d.supersedeIfOutdated(s, ev, logger) {
+		return
+	}
+	ev.NextAttempt = time.Now().Add(entityBusyDelay)
+	if d.store(ev, 0, logger) {
+		logger.Debug("event postponed: another event of its entity is in flight")
+	}
+}
+
+// store records ev in the outbox (keep is the retention of a final state) and reports whether
+// it did. A failure is logged: the event's lease lapses and it is tried again, as at-least-once
+// delivery allows.
+func (d *Deliverer) store(ev *dedupe.Event, keep time.Duration, logger *zap.Logger) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), outboxTimeout)
+	defer cancel()
+	if err := d.out.Update(ctx, ev, keep); err != nil {
+		logger.Error("recording the event's state failed; it comes due again after its lease",
+			zap.String("state", string(ev.State)), zap.Error(err))
+		return false
+	}
+	return true
+}
+
+// upstreamSucceeded records a delivered attempt; it resumes a paused upstream.
+func (d *Deliverer) upstreamSucceeded() {
+	d.mu.Lock()
+	resumed := d.health.succeeded()
+	d.mu.Unlock()
+	if resumed {
+		d.logger.Info("upstream answers again; delivery resumed at full concurrency")
+	}
+}
+
+// upstreamFailed records a retryable failure whose event is due again at retryAt; enough of them
+// in a row pause the upstream.
+func (d *Deliverer) upstreamFailed(pauseAfter int, retryAt time.Time) {
+	d.mu.Lock()
+	paused := d.health.failed(pauseAfter, retryAt)
+	failures := d.health.consecutiveFailures
+	d.mu.Unlock()
+	if paused {
+		d.logger.Warn("upstream paused after failures in a row; probing it with one event at a time",
+			zap.Int("failures", failures))
+	}
+}
