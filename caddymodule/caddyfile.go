@@ -42,6 +42,17 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		signed           <template>
 //		timestamp_header <name>
 //		timestamp_unit   s|ms
+//		forward          <url> {                  # async mode
+//			max_attempts    <n>
+//			timeout         <duration>
+//			workers         <n>
+//			backoff         <duration>...
+//			jitter          proportional|full|none
+//			retry_after_cap <duration>
+//			pause_after     <n>
+//			keep            <duration>
+//			dead_ttl        <duration>
+//		}
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
@@ -75,15 +86,11 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			continue
 		}
 		if dst, ok := durations[sub]; ok {
-			var raw string
-			if !d.AllArgs(&raw) {
-				return d.ArgErr()
-			}
-			dur, err := caddy.ParseDuration(raw)
+			dur, err := durationArg(d, sub)
 			if err != nil {
-				return d.Errf("%s: %v", sub, err)
+				return err
 			}
-			*dst = caddy.Duration(dur)
+			*dst = dur
 			continue
 		}
 		if err := h.unmarshalCompound(d, sub); err != nil {
@@ -129,6 +136,12 @@ func (h *Handler) unmarshalCompound(d *caddyfile.Dispenser, sub string) error {
 			return d.Err("version takes: header|json <entity> header|json <version>")
 		}
 		h.Version = v
+	case "forward":
+		f, err := unmarshalForward(d)
+		if err != nil {
+			return err
+		}
+		h.Forward = f
 	case "storage":
 		st := new(Storage)
 		if !d.NextArg() {

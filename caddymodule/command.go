@@ -19,9 +19,10 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "hookgate",
-		Short: "Works with hookgate webhook routes",
+		Short: "Signs test webhooks; lists, shows and replays queued events",
 		CobraFunc: func(cmd *cobra.Command) {
 			cmd.AddCommand(signCommand())
+			cmd.AddCommand(adminCommands()...)
 		},
 	})
 }

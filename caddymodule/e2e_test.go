@@ -17,10 +17,11 @@ import (
 // binaryGateway is the xcaddy-built binary running the repository's root Caddyfile: hookgate in
 // front of the demo upstream, exactly what the README's first command runs.
 type binaryGateway struct {
-	bin, dataHome string
-	env           []string
-	port          int
-	cmd           *exec.Cmd
+	bin, config string
+	dataHome    string
+	env         []string
+	port        int
+	cmd         *exec.Cmd
 }
 
 func freePort(t *testing.T) int {
@@ -33,12 +34,12 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func newBinaryGateway(t *testing.T) *binaryGateway {
+func newBinaryGateway(t *testing.T, config string) *binaryGateway {
 	bin := os.Getenv("HOOKGATE_CADDY_BIN")
 	if bin == "" {
 		t.Skip("HOOKGATE_CADDY_BIN is not set: `./xcaddy.sh test` builds the binary and sets it")
 	}
-	g := &binaryGateway{bin: bin, dataHome: t.TempDir(), port: freePort(t)}
+	g := &binaryGateway{bin: bin, config: config, dataHome: t.TempDir(), port: freePort(t)}
 	g.env = append(os.Environ(),
 		"XDG_DATA_HOME="+g.dataHome,
 		"XDG_CONFIG_HOME="+g.dataHome,
@@ -65,7 +66,7 @@ func (g *binaryGateway) run(t *testing.T, args ...string) string {
 
 func (g *binaryGateway) start(t *testing.T) {
 	t.Helper()
-	g.cmd = exec.Command(g.bin, "run", "--config", "Caddyfile", "--adapter", "caddyfile")
+	g.cmd = exec.Command(g.bin, "run", "--config", g.config, "--adapter", "caddyfile")
 	g.cmd.Dir = ".."
 	g.cmd.Env = g.env
 	g.cmd.Stderr = &prefixWriter{t: t}
@@ -105,7 +106,7 @@ func (g *binaryGateway) signedRequest(t *testing.T, id string) *http.Request {
 }
 
 func TestEndToEndWithBuiltBinary(t *testing.T) {
-	g := newBinaryGateway(t)
+	g := newBinaryGateway(t, "Caddyfile")
 	g.start(t)
 
 	req := g.signedRequest(t, "evt_e2e_1")

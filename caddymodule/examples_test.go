@@ -37,6 +37,7 @@ func TestExamplesRunAsDocumented(t *testing.T) {
 	t.Setenv("HOOKGATE_ADMIN", "localhost:2999")
 	t.Setenv("HOOKGATE_PORT", "9080")
 	t.Setenv("HOOKGATE_UPSTREAM_PORT", "9081")
+	t.Setenv("HOOKGATE_FORWARD_PORT", "9081")
 	t.Setenv("XDG_DATA_HOME", filepath.Join(storageDir, "examples"))
 
 	for _, file := range files {
@@ -49,7 +50,12 @@ func TestExamplesRunAsDocumented(t *testing.T) {
 			tester.InitServer(string(src), "caddyfile")
 
 			req := tryRequest(t, string(src))
-			expectReply(t, "first", doRequest(t, tester.Client, req), http.StatusOK, `"verified":"`)
+			first := doRequest(t, tester.Client, req)
+			if strings.Contains(string(src), "forward ") {
+				expectReply(t, "first (async)", first, http.StatusAccepted, `{"received":true,"id":"evt_`)
+			} else {
+				expectReply(t, "first", first, http.StatusOK, `"verified":"`)
+			}
 			expectReply(t, "again", doRequest(t, tester.Client, req), http.StatusOK, `"duplicate":true`)
 		})
 	}

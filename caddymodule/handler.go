@@ -17,7 +17,8 @@ import (
 )
 
 // ServeHTTP is the story of one webhook (DESIGN.md §1): strip our headers, read the raw body,
-// verify, extract the event, claim it in the ledger, hand it on, then mark it done or release it.
+// verify, extract the event, then either queue it durably and answer 202 (async mode), or claim it
+// in the ledger, hand it to the next handler, and mark it done or release it (sync mode).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	out := newOutcome(w, r)
 	stripHookgateHeaders(r.Header)
@@ -35,6 +36,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return out.reject(http.StatusBadRequest, err.Error())
 	}
 	out.event(claim.ID, h.verifier.Config().Scheme)
+	if h.Forward != nil {
+		return h.enqueue(out, r, body, claim)
+	}
 
 	found, err := h.ledger.Claim(r.Context(), claim)
 	switch {

@@ -51,9 +51,15 @@ type upstream struct {
 }
 
 func newUpstream(t *testing.T) *upstream {
+	u := newUnstartedUpstream(t)
+	u.Start()
+	return u
+}
+
+func newUnstartedUpstream(t *testing.T) *upstream {
 	u := &upstream{seen: map[string]int{}}
 	u.status.Store(http.StatusOK)
-	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		u.mu.Lock()
 		u.seen[r.Header.Get("Hookgate-Event-Id")]++
@@ -83,9 +89,9 @@ func (u *upstream) total() int {
 	return len(u.headers)
 }
 
-// gatewayConfig is a Caddyfile with one standard-preset route in front of up; extra lines go
+// gatewayConfig is a Caddyfile with one standard-preset route in front of upstreamAddr; extra lines go
 // inside the hookgate block.
-func gatewayConfig(name string, up *upstream, extra ...string) string {
+func gatewayConfig(name, upstreamAddr string, extra ...string) string {
 	return fmt.Sprintf(`{
 	skip_install_trust
 	admin localhost:2999
@@ -106,13 +112,13 @@ http://localhost:9080 {
 	}
 	reverse_proxy %s
 }
-`, name, storageDir, strings.Join(extra, "\n\t\t"), up.Listener.Addr())
+`, name, storageDir, strings.Join(extra, "\n\t\t"), upstreamAddr)
 }
 
 func startGateway(t *testing.T, name string, up *upstream, extra ...string) *caddytest.Tester {
 	t.Helper()
 	tester := caddytest.NewTester(t)
-	tester.InitServer(gatewayConfig(name, up, extra...), "caddyfile")
+	tester.InitServer(gatewayConfig(name, up.Listener.Addr().String(), extra...), "caddyfile")
 	return tester
 }
 
@@ -156,7 +162,11 @@ func send(t testing.TB, client *http.Client, ev *event) reply {
 }
 
 func trySend(client *http.Client, ev *event) (reply, error) {
-	req, err := http.NewRequest(http.MethodPost, gateURL, strings.NewReader(ev.body))
+	return trySendTo(client, gateURL, ev)
+}
+
+func trySendTo(client *http.Client, url string, ev *event) (reply, error) {
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(ev.body))
 	if err != nil {
 		return reply{}, err
 	}
@@ -225,7 +235,7 @@ func TestUpstreamDownReleasesClaim(t *testing.T) {
 	expectReply(t, "upstream down", send(t, tester.Client, ev), http.StatusBadGateway, "")
 
 	up2 := newUpstream(t)
-	tester.InitServer(gatewayConfig("down", up2), "caddyfile")
+	tester.InitServer(gatewayConfig("down", up2.Listener.Addr().String()), "caddyfile")
 	expectReply(t, "retry once the app is back", send(t, tester.Client, ev), http.StatusOK, "upstream says hi")
 }
 
@@ -334,7 +344,7 @@ func TestPlaceholdersDescribeOutcome(t *testing.T) {
 	up := newUpstream(t)
 	tester := caddytest.NewTester(t)
 	// Deferred (>) so the value is read when the response is written, after hookgate decided.
-	cfg := strings.Replace(gatewayConfig("placeholders", up), "\treverse_proxy",
+	cfg := strings.Replace(gatewayConfig("placeholders", up.Listener.Addr().String()), "\treverse_proxy",
 		"\theader >Hookgate-Outcome {http.hookgate.outcome}\n\theader >Hookgate-Reason {http.hookgate.reason}\n\treverse_proxy", 1)
 	tester.InitServer(cfg, "caddyfile")
 
@@ -354,7 +364,7 @@ func TestPlaceholdersDescribeOutcome(t *testing.T) {
 func TestUnsignedEventIDMissingIs400(t *testing.T) {
 	up := newUpstream(t)
 	tester := caddytest.NewTester(t)
-	cfg := strings.Replace(gatewayConfig("github", up), "preset  standard", "preset  github", 1)
+	cfg := strings.Replace(gatewayConfig("github", up.Listener.Addr().String()), "preset  standard", "preset  github", 1)
 	cfg = strings.Replace(cfg, "version json data.object.id json data.object.updated", "", 1)
 	tester.InitServer(cfg, "caddyfile")
 

@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/hookgate/hookgate/deliver"
 	"github.com/hookgate/hookgate/verify"
 )
 
@@ -66,6 +67,11 @@ type Handler struct {
 	// Version, when set, discards events older than what the entity already has.
 	Version *VersionSource `json:"version,omitempty"`
 
+	// Forward, when set, makes the route async: accepted events are durably queued, answered
+	// 202 at once and delivered to this upstream with retries. Default: sync mode (the next
+	// handler gets the request).
+	Forward *Forward `json:"forward,omitempty"`
+
 	// Storage selects the ledger. Default: badger in Caddy's data directory, under hookgate/.
 	Storage *Storage `json:"storage,omitempty"`
 
@@ -90,6 +96,7 @@ type Handler struct {
 
 	verifier *verify.Verifier
 	ledger   *pooledLedger
+	app      *App
 	logger   *zap.Logger
 }
 
@@ -166,8 +173,29 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	h.ledger, err = acquireLedger(dir)
-	return err
+	if h.ledger, err = acquireLedger(dir); err != nil {
+		return err
+	}
+	return h.registerRoute(ctx, dir)
+}
+
+// registerRoute tells the hookgate app about this route, which starts its deliverer (async
+// mode) when the config runs and refuses two routes with one name in one store.
+func (h *Handler) registerRoute(ctx caddy.Context, dir string) error {
+	var delivery *deliver.Config
+	if h.Forward != nil {
+		cfg, err := h.Forward.deliverConfig()
+		if err != nil {
+			return err
+		}
+		delivery = &cfg
+	}
+	app, err := ctx.App("hookgate")
+	if err != nil {
+		return fmt.Errorf("hookgate: loading the hookgate app: %w", err)
+	}
+	h.app = app.(*App)
+	return h.app.register(routeKey{dir: dir, name: h.Name}, h.ledger, delivery)
 }
 
 // applyOverrides lays the operator's scheme fields over the preset's.

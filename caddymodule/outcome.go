@@ -41,14 +41,14 @@ func (o *outcome) accepted() {
 // never carries a secret or an expected signature.
 func (o *outcome) reject(status int, reason string) error {
 	o.repl.Set("http.hookgate.reason", reason)
-	return o.write(status, "rejected", map[string]any{"received": false, "error": reason})
+	return o.write(status, "rejected", refusal{Error: reason})
 }
 
 // busy answers 503 when the event cannot be durably recorded: never a 2xx for that.
 func (o *outcome) busy(reason string) error {
 	o.repl.Set("http.hookgate.reason", reason)
 	o.w.Header().Set("Retry-After", retryAfterSeconds)
-	return o.write(http.StatusServiceUnavailable, "busy", map[string]any{"received": false, "error": reason})
+	return o.write(http.StatusServiceUnavailable, "busy", refusal{Error: reason})
 }
 
 // conflict answers 409 while another request holds the claim on the same event ID: the first one
@@ -56,13 +56,25 @@ func (o *outcome) busy(reason string) error {
 func (o *outcome) conflict(reason string) error {
 	o.repl.Set("http.hookgate.reason", reason)
 	o.w.Header().Set("Retry-After", retryAfterSeconds)
-	return o.write(http.StatusConflict, "busy", map[string]any{"received": false, "error": reason})
+	return o.write(http.StatusConflict, "busy", refusal{Error: reason})
 }
 
 // answer acknowledges an event that is not handed on (duplicate or stale).
 func (o *outcome) answer(status int, what, body string) error {
 	o.repl.Set("http.hookgate.reason", what)
 	return o.write(status, what, json.RawMessage(body))
+}
+
+// refusal is the body of every 4xx/5xx hookgate answers itself.
+type refusal struct {
+	Received bool   `json:"received"`
+	Error    string `json:"error"`
+}
+
+// receipt is async mode's 202 body.
+type receipt struct {
+	Received bool   `json:"received"`
+	ID       string `json:"id"`
 }
 
 func (o *outcome) write(status int, what string, body any) error {

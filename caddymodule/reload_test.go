@@ -50,11 +50,11 @@ func TestReloadAndValidateUnderTraffic(t *testing.T) {
 	}
 
 	time.Sleep(300 * time.Millisecond)
-	tester.InitServer(gatewayConfig("reload", up, "tolerance 4m"), "caddyfile")
+	tester.InitServer(gatewayConfig("reload", up.Listener.Addr().String(), "tolerance 4m"), "caddyfile")
 	time.Sleep(300 * time.Millisecond)
-	validateWhileRunning(t, gatewayConfig("reload", up, "tolerance 6m"))
+	validateWhileRunning(t, gatewayConfig("reload", up.Listener.Addr().String(), "tolerance 6m"))
 	time.Sleep(300 * time.Millisecond)
-	tester.InitServer(gatewayConfig("reload", up, "tolerance 6m"), "caddyfile")
+	tester.InitServer(gatewayConfig("reload", up.Listener.Addr().String(), "tolerance 6m"), "caddyfile")
 	time.Sleep(300 * time.Millisecond)
 	close(stop)
 	wg.Wait()

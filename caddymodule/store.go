@@ -23,7 +23,7 @@ type pooledLedger struct {
 	dir string
 
 	mu     sync.Mutex
-	ledger dedupe.Ledger
+	ledger *dedupe.Badger
 	closed bool
 }
 
@@ -58,7 +58,7 @@ func (p *pooledLedger) Destruct() error {
 
 // open returns the store, opening it if needed. A failed open is retried on the next request, so a
 // transient problem (another process still holding the lock) does not stick.
-func (p *pooledLedger) open() (dedupe.Ledger, error) {
+func (p *pooledLedger) open() (*dedupe.Badger, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -106,8 +106,72 @@ func (p *pooledLedger) Release(ctx context.Context, c dedupe.Claim) error {
 // Close is a no-op: the pool closes the store when its last config lets go.
 func (p *pooledLedger) Close() error { return nil }
 
+// Accept implements dedupe.Outbox.
+func (p *pooledLedger) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, ttl time.Duration) (dedupe.Outcome, error) {
+	l, err := p.open()
+	if err != nil {
+		return 0, err
+	}
+	return l.Accept(ctx, c, ev, ttl)
+}
+
+// Lease implements dedupe.Outbox.
+func (p *pooledLedger) Lease(ctx context.Context, ns string, now time.Time, n int, lease time.Duration) ([]*dedupe.Event, error) {
+	l, err := p.open()
+	if err != nil {
+		return nil, err
+	}
+	return l.Lease(ctx, ns, now, n, lease)
+}
+
+// Update implements dedupe.Outbox.
+func (p *pooledLedger) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration) error {
+	l, err := p.open()
+	if err != nil {
+		return err
+	}
+	return l.Update(ctx, ev, keep)
+}
+
+// DeliveredVersion implements dedupe.Outbox.
+func (p *pooledLedger) DeliveredVersion(ctx context.Context, ns, entity string) (int64, bool, error) {
+	l, err := p.open()
+	if err != nil {
+		return 0, false, err
+	}
+	return l.DeliveredVersion(ctx, ns, entity)
+}
+
+// Get implements dedupe.Outbox.
+func (p *pooledLedger) Get(ctx context.Context, ns, id string) (*dedupe.Event, error) {
+	l, err := p.open()
+	if err != nil {
+		return nil, err
+	}
+	return l.Get(ctx, ns, id)
+}
+
+// List implements dedupe.Outbox.
+func (p *pooledLedger) List(ctx context.Context, ns string, state dedupe.State, limit int) ([]*dedupe.Event, error) {
+	l, err := p.open()
+	if err != nil {
+		return nil, err
+	}
+	return l.List(ctx, ns, state, limit)
+}
+
+// Replay implements dedupe.Outbox.
+func (p *pooledLedger) Replay(ctx context.Context, ns, id string, now time.Time) error {
+	l, err := p.open()
+	if err != nil {
+		return err
+	}
+	return l.Replay(ctx, ns, id, now)
+}
+
 // Interface guards
 var (
 	_ caddy.Destructor = (*pooledLedger)(nil)
 	_ dedupe.Ledger    = (*pooledLedger)(nil)
+	_ dedupe.Outbox    = (*pooledLedger)(nil)
 )

@@ -1,0 +1,178 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/hookgate/hookgate/dedupe"
+)
+
+func init() {
+	caddy.RegisterModule(&AdminAPI{})
+}
+
+// AdminAPI lets operators see and replay queued events of async routes, on Caddy's admin
+// endpoint:
+//
+//	GET  /hookgate/events/<route>?state=pending|delivered|dead|superseded&limit=N
+//	GET  /hookgate/events/<route>/<id>
+//	POST /hookgate/replay/<route>/<id>     replay one dead letter
+//	POST /hookgate/replay/<route>          replay every dead letter of the route
+//	GET  /hookgate/status/<route>          paused?, consecutive failures, attempts in flight
+//
+// It looks routes up in the running deliverers at request time, so it follows config reloads.
+type AdminAPI struct{}
+
+// CaddyModule returns the Caddy module information.
+func (*AdminAPI) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "admin.api.hookgate",
+		New: func() caddy.Module { return new(AdminAPI) },
+	}
+}
+
+// Routes returns the admin routes.
+func (a *AdminAPI) Routes() []caddy.AdminRoute {
+	return []caddy.AdminRoute{{Pattern: "/hookgate/", Handler: caddy.AdminHandlerFunc(a.serve)}}
+}
+
+// defaultListLimit bounds a listing unless ?limit= says otherwise.
+const defaultListLimit = 100
+
+func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
+	parts := strings.Split(strings.Trim(strings.TrimPrefix(r.URL.Path, "/hookgate/"), "/"), "/")
+	if len(parts) < 2 || len(parts) > 3 {
+		return apiError(http.StatusNotFound, errors.New("use /hookgate/events/<route>[/<id>], /hookgate/replay/<route>[/<id>] or /hookgate/status/<route>"))
+	}
+	sender, err := findDeliverer(parts[1])
+	if err != nil {
+		return apiError(http.StatusNotFound, err)
+	}
+	verb, id := parts[0]+" "+r.Method, ""
+	if len(parts) == 3 {
+		id = parts[2]
+	}
+	switch {
+	case verb == "events GET" && id == "":
+		return a.list(w, r, sender)
+	case verb == "events GET":
+		ev, err := sender.store.Get(r.Context(), sender.key.name, id)
+		if err != nil {
+			return storeError(err)
+		}
+		return writeJSON(w, viewOf(ev))
+	case verb == "replay POST":
+		return a.replay(w, r, sender, id)
+	case verb == "status GET" && id == "":
+		return writeJSON(w, sender.Status())
+	}
+	return apiError(http.StatusMethodNotAllowed, fmt.Errorf("%s %s is not supported", r.Method, r.URL.Path))
+}
+
+func (a *AdminAPI) list(w http.ResponseWriter, r *http.Request, sender *pooledDeliverer) error {
+	state := dedupe.State(r.URL.Query().Get("state"))
+	switch state {
+	case "":
+		state = dedupe.Pending
+	case dedupe.Pending, dedupe.Delivered, dedupe.Dead, dedupe.Superseded:
+	default:
+		return apiError(http.StatusBadRequest, fmt.Errorf("state must be pending, delivered, dead or superseded"))
+	}
+	limit := defaultListLimit
+	if raw := r.URL.Query().Get("limit"); raw != "" {
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 1 {
+			return apiError(http.StatusBadRequest, fmt.Errorf("limit must be a positive number"))
+		}
+		limit = n
+	}
+	events, err := sender.store.List(r.Context(), sender.key.name, state, limit)
+	if err != nil {
+		return storeError(err)
+	}
+	views := make([]eventView, 0, len(events))
+	for _, ev := range events {
+		views = append(views, viewOf(ev))
+	}
+	return writeJSON(w, map[string]any{"route": sender.key.name, "state": state, "events": views})
+}
+
+// replay makes one dead letter, or all of the route's, pending again.
+func (a *AdminAPI) replay(w http.ResponseWriter, r *http.Request, sender *pooledDeliverer, id string) error {
+	ids := []string{id}
+	if id == "" {
+		dead, err := sender.store.List(r.Context(), sender.key.name, dedupe.Dead, 1<<30)
+		if err != nil {
+			return storeError(err)
+		}
+		ids = ids[:0]
+		for _, ev := range dead {
+			ids = append(ids, ev.ID)
+		}
+	}
+	for i, id := range ids {
+		if err := sender.store.Replay(r.Context(), sender.key.name, id, time.Now()); err != nil {
+			if i == 0 && len(ids) == 1 {
+				return storeError(err)
+			}
+			return apiError(http.StatusInternalServerError, fmt.Errorf("replayed %d, then %s: %w", i, id, err))
+		}
+	}
+	sender.Notify()
+	return writeJSON(w, map[string]any{"route": sender.key.name, "replayed": len(ids)})
+}
+
+// eventView is what operators see of an event: its delivery, not its body or headers.
+type eventView struct {
+	ID          string       `json:"id"`
+	State       dedupe.State `json:"state"`
+	Entity      string       `json:"entity,omitempty"`
+	Version     int64        `json:"version,omitempty"`
+	Method      string       `json:"method"`
+	URI         string       `json:"uri"`
+	BodyBytes   int          `json:"body_bytes"`
+	Attempts    int          `json:"attempts"`
+	NextAttempt *time.Time   `json:"next_attempt,omitempty"`
+	LastStatus  int          `json:"last_status,omitempty"`
+	LastError   string       `json:"last_error,omitempty"`
+	AcceptedAt  time.Time    `json:"accepted_at"`
+	UpdatedAt   time.Time    `json:"updated_at"`
+}
+
+func viewOf(ev *dedupe.Event) eventView {
+	v := eventView{
+		ID: ev.ID, State: ev.State, Entity: ev.Entity, Version: ev.Version, Method: ev.Method, URI: ev.URI,
+		BodyBytes: len(ev.Body), Attempts: ev.Attempts, LastStatus: ev.LastStatus, LastError: ev.LastError,
+		AcceptedAt: ev.AcceptedAt, UpdatedAt: ev.UpdatedAt,
+	}
+	if ev.State == dedupe.Pending {
+		v.NextAttempt = &ev.NextAttempt
+	}
+	return v
+}
+
+func storeError(err error) error {
+	if errors.Is(err, dedupe.ErrNotFound) {
+		return apiError(http.StatusNotFound, err)
+	}
+	return apiError(http.StatusConflict, err)
+}
+
+func apiError(status int, err error) error {
+	return caddy.APIError{HTTPStatus: status, Err: err, Message: err.Error()}
+}
+
+func writeJSON(w http.ResponseWriter, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	return json.NewEncoder(w).Encode(v)
+}
+
+// Interface guard
+var _ caddy.AdminRouter = (*AdminAPI)(nil)

@@ -1,0 +1,115 @@
+package caddymodule
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+
+	"github.com/hookgate/hookgate/deliver"
+)
+
+func init() {
+	caddy.RegisterModule(&App{})
+}
+
+// App is loaded by the hookgate handlers, not configured by hand. It knows every route of the
+// running config and owns their deliverers' lifetime: Caddy starts apps only when a config runs,
+// never for `caddy validate`, so no validation ever delivers an event.
+type App struct {
+	mu      sync.Mutex
+	routes  map[routeKey]*appRoute
+	running bool
+	logger  *zap.Logger
+}
+
+// routeKey identifies a route's data: its store's directory and its name within it.
+type routeKey struct{ dir, name string }
+
+type appRoute struct {
+	store    *pooledLedger
+	delivery *deliver.Config // nil in sync mode
+	sender   *pooledDeliverer
+}
+
+// CaddyModule returns the Caddy module information.
+func (*App) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "hookgate",
+		New: func() caddy.Module { return new(App) },
+	}
+}
+
+// Provision sets up the app.
+func (a *App) Provision(ctx caddy.Context) error {
+	a.logger = ctx.Logger()
+	a.routes = map[routeKey]*appRoute{}
+	return nil
+}
+
+// register records a route; two routes may not share a name in one store, or their event IDs
+// would silently collide.
+func (a *App) register(key routeKey, store *pooledLedger, delivery *deliver.Config) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, dup := a.routes[key]; dup {
+		return fmt.Errorf("hookgate: two routes named %q share the store %s: give each its own `name`", key.name, key.dir)
+	}
+	a.routes[key] = &appRoute{store: store, delivery: delivery}
+	return nil
+}
+
+// Start starts (or, across a reload, reconfigures) the deliverer of every async route.
+func (a *App) Start() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for key, r := range a.routes {
+		if r.delivery == nil {
+			continue
+		}
+		sender, err := acquireDeliverer(key, r.store, *r.delivery, a.logger)
+		if err != nil {
+			return err
+		}
+		r.sender = sender
+	}
+	a.running = true
+	return nil
+}
+
+// Stop lets go of the deliverers; the last config to let go of one stops it.
+func (a *App) Stop() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var errs []error
+	for key, r := range a.routes {
+		if r.sender != nil {
+			if err := releaseDeliverer(key); err != nil {
+				errs = append(errs, err)
+			}
+			r.sender = nil
+		}
+	}
+	a.running = false
+	if len(errs) > 0 {
+		return fmt.Errorf("hookgate: stopping deliverers: %v", errs)
+	}
+	return nil
+}
+
+// notify wakes a route's deliverer after an accept; before Start, its first poll finds the event.
+func (a *App) notify(key routeKey) {
+	a.mu.Lock()
+	r := a.routes[key]
+	a.mu.Unlock()
+	if r != nil && r.sender != nil {
+		r.sender.Notify()
+	}
+}
+
+// Interface guards
+var (
+	_ caddy.App         = (*App)(nil)
+	_ caddy.Provisioner = (*App)(nil)
+)

@@ -1,0 +1,160 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddytest"
+)
+
+// asyncRoute is the hookgate block lines that make the test route async, forwarding to addr with
+// retries fast enough for a test.
+func asyncRoute(addr string, extra ...string) string {
+	return fmt.Sprintf(`forward http://%s {
+			backoff 50ms
+			jitter none
+			timeout 2s
+			%s
+		}`, addr, strings.Join(extra, "\n\t\t\t"))
+}
+
+func startAsyncGateway(t *testing.T, name, forwardTo string, extra ...string) *caddytest.Tester {
+	t.Helper()
+	cfg := gatewayConfig(name, unusedUpstream, asyncRoute(forwardTo, extra...))
+	tester := caddytest.NewTester(t)
+	tester.InitServer(cfg, "caddyfile")
+	return tester
+}
+
+// unusedUpstream is the reverse_proxy target of async test sites: async mode never calls it.
+const unusedUpstream = "127.0.0.1:9"
+
+// waitFor polls cond until it holds or the bounded wait ends.
+func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out after %v waiting for %s", within, what)
+}
+
+func admin(t *testing.T, method, path string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, "http://localhost:2999"+path, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func TestAsyncAcknowledgesThenDelivers(t *testing.T) {
+	up := newUpstream(t)
+	tester := startAsyncGateway(t, "async", up.Listener.Addr().String())
+	ev := newEvent(t, "evt_async_1", "obj_async", 1)
+
+	expectReply(t, "accepted", send(t, tester.Client, ev), http.StatusAccepted, `{"received":true,"id":"evt_async_1"}`)
+	waitFor(t, "delivery", 10*time.Second, func() bool { return up.count("evt_async_1") == 1 })
+	expectReply(t, "provider retry", send(t, tester.Client, ev), http.StatusOK, `"duplicate":true`)
+
+	got := up.headers[0]
+	if got.Get("Hookgate-Attempt") != "1" || got.Get("Hookgate-Verified") != "standard" || got.Get("Webhook-Id") != "evt_async_1" {
+		t.Fatalf("upstream headers: %v", got)
+	}
+	if up.bodies[0] != ev.body {
+		t.Fatalf("upstream body %q, want %q", up.bodies[0], ev.body)
+	}
+	waitFor(t, "delivered state", 5*time.Second, func() bool {
+		_, body := admin(t, http.MethodGet, "/hookgate/events/async/evt_async_1")
+		return strings.Contains(body, `"state":"delivered"`)
+	})
+	expectReply(t, "older version after delivery", send(t, tester.Client, newEvent(t, "evt_async_0", "obj_async", 0)), http.StatusOK, `"stale":true`)
+}
+
+func TestAsyncUpstreamDownThenBack(t *testing.T) {
+	port := freePort(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	tester := startAsyncGateway(t, "downback", addr, "max_attempts 100")
+
+	const n = 20
+	for i := range n {
+		expectReply(t, "accepted while the app is down", send(t, tester.Client, newEvent(t, fmt.Sprintf("evt_downback_%d", i), fmt.Sprintf("obj_%d", i), 1)), http.StatusAccepted, "")
+	}
+	time.Sleep(500 * time.Millisecond) // several failed attempts, long enough to pause the upstream
+
+	up := newUnstartedUpstream(t)
+	up.Listener.Close()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up.Listener = l
+	up.Start()
+	waitFor(t, "every event once the app is back", 20*time.Second, func() bool { return up.total() >= n })
+	time.Sleep(200 * time.Millisecond)
+	for i := range n {
+		if c := up.count(fmt.Sprintf("evt_downback_%d", i)); c != 1 {
+			t.Fatalf("evt_downback_%d delivered %d times", i, c)
+		}
+	}
+}
+
+func TestAsyncDeadLetterListedAndReplayed(t *testing.T) {
+	up := newUpstream(t)
+	up.status.Store(http.StatusNotFound)
+	tester := startAsyncGateway(t, "dead", up.Listener.Addr().String())
+	expectReply(t, "accepted", send(t, tester.Client, newEvent(t, "evt_dead_1", "obj_dead", 1)), http.StatusAccepted, "")
+
+	var listing struct {
+		Events []eventView `json:"events"`
+	}
+	waitFor(t, "a dead letter", 10*time.Second, func() bool {
+		_, body := admin(t, http.MethodGet, "/hookgate/events/dead?state=dead")
+		return json.Unmarshal([]byte(body), &listing) == nil && len(listing.Events) == 1
+	})
+	if ev := listing.Events[0]; ev.ID != "evt_dead_1" || ev.Attempts != 1 || ev.LastStatus != http.StatusNotFound || ev.LastError == "" {
+		t.Fatalf("dead letter: %+v", ev)
+	}
+
+	up.status.Store(http.StatusOK)
+	if status, body := admin(t, http.MethodPost, "/hookgate/replay/dead"); status != http.StatusOK || !strings.Contains(body, `"replayed":1`) {
+		t.Fatalf("replay all: %d %s", status, body)
+	}
+	waitFor(t, "delivery after replay", 10*time.Second, func() bool { return up.count("evt_dead_1") == 2 })
+	if status, body := admin(t, http.MethodPost, "/hookgate/replay/dead/evt_nope"); status != http.StatusNotFound {
+		t.Fatalf("replay of an unknown event: %d %s", status, body)
+	}
+}
+
+func TestAsyncReloadDuringDelivery(t *testing.T) {
+	up := newUpstream(t)
+	addr := up.Listener.Addr().String()
+	tester := startAsyncGateway(t, "asyncreload", addr)
+	const n = 300
+	for i := range n {
+		if i == n/3 || i == 2*n/3 {
+			tester.InitServer(gatewayConfig("asyncreload", unusedUpstream,
+				asyncRoute(addr, fmt.Sprintf("workers %d", 4+i%7))), "caddyfile")
+		}
+		ev := newEvent(t, fmt.Sprintf("evt_ar_%d", i), fmt.Sprintf("obj_ar_%d", i), 1)
+		got, _ := sendUntilAnswered(tester.Client, ev)
+		expectReply(t, "accepted", got, http.StatusAccepted, "")
+	}
+	waitFor(t, "every event delivered", 20*time.Second, func() bool { return up.total() >= n })
+	time.Sleep(200 * time.Millisecond)
+	for i := range n {
+		if c := up.count(fmt.Sprintf("evt_ar_%d", i)); c != 1 {
+			t.Fatalf("evt_ar_%d delivered %d times across two reloads", i, c)
+		}
+	}
+}

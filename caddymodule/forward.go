@@ -1,0 +1,130 @@
+package caddymodule
+
+import (
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/hookgate/hookgate/deliver"
+)
+
+// Forward turns a route into async mode: each accepted event is durably queued, the provider gets
+// 202 at once, and a background deliverer sends the event to URL with retries and a dead letter.
+type Forward struct {
+	// URL is the upstream's scheme and host (http or https); the request's path and query are
+	// kept. Required.
+	URL string `json:"url"`
+	// MaxAttempts is how many times an event is tried before it becomes a dead letter. Default: 8.
+	MaxAttempts int `json:"max_attempts,omitempty"`
+	// Timeout bounds one delivery attempt. Default: 30s.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+	// Workers bounds concurrent delivery attempts for this route. Default: 16.
+	Workers int `json:"workers,omitempty"`
+	// Backoff is the delay before each retry; the last one repeats.
+	// Default: 10s 30s 2m 10m 30m 2h.
+	Backoff []caddy.Duration `json:"backoff,omitempty"`
+	// Jitter spreads retries: proportional (±25 %), full (anywhere in [0, delay]) or none.
+	// Default: proportional.
+	Jitter string `json:"jitter,omitempty"`
+	// RetryAfterCap caps an upstream's Retry-After. Default: 1h.
+	RetryAfterCap caddy.Duration `json:"retry_after_cap,omitempty"`
+	// PauseAfter is how many consecutive failed attempts pause the upstream: then one event at
+	// a time probes it until one succeeds. Default: 5.
+	PauseAfter int `json:"pause_after,omitempty"`
+	// Keep is how long delivered and superseded events stay listed. Default: 24h.
+	Keep caddy.Duration `json:"keep,omitempty"`
+	// DeadTTL is how long dead letters are kept for replay. Default: 720h (30 days).
+	DeadTTL caddy.Duration `json:"dead_ttl,omitempty"`
+}
+
+// deliverConfig turns the Caddy config into the deliverer's, with its defaults.
+func (f *Forward) deliverConfig() (deliver.Config, error) {
+	target, err := url.Parse(f.URL)
+	if err != nil {
+		return deliver.Config{}, fmt.Errorf("hookgate: forward %q: %w", f.URL, err)
+	}
+	cfg := deliver.Config{
+		Target:        target,
+		MaxAttempts:   f.MaxAttempts,
+		Timeout:       time.Duration(f.Timeout),
+		Workers:       f.Workers,
+		Jitter:        f.Jitter,
+		RetryAfterCap: time.Duration(f.RetryAfterCap),
+		PauseAfter:    f.PauseAfter,
+		Keep:          time.Duration(f.Keep),
+		DeadKeep:      time.Duration(f.DeadTTL),
+	}
+	for _, d := range f.Backoff {
+		cfg.Schedule = append(cfg.Schedule, time.Duration(d))
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return cfg, fmt.Errorf("hookgate: forward: %w", err)
+	}
+	return cfg, nil
+}
+
+// unmarshalForward parses `forward URL { ... }`.
+func unmarshalForward(d *caddyfile.Dispenser) (*Forward, error) {
+	f := new(Forward)
+	if !d.AllArgs(&f.URL) {
+		return nil, d.ArgErr()
+	}
+	ints := map[string]*int{"max_attempts": &f.MaxAttempts, "workers": &f.Workers, "pause_after": &f.PauseAfter}
+	durations := map[string]*caddy.Duration{
+		"timeout": &f.Timeout, "retry_after_cap": &f.RetryAfterCap, "keep": &f.Keep, "dead_ttl": &f.DeadTTL,
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		sub := d.Val()
+		switch {
+		case ints[sub] != nil:
+			var raw string
+			if !d.AllArgs(&raw) {
+				return nil, d.ArgErr()
+			}
+			if _, err := fmt.Sscanf(raw, "%d", ints[sub]); err != nil {
+				return nil, d.Errf("%s: %q is not a number", sub, raw)
+			}
+		case durations[sub] != nil:
+			dur, err := durationArg(d, sub)
+			if err != nil {
+				return nil, err
+			}
+			*durations[sub] = dur
+		case sub == "jitter":
+			if !d.AllArgs(&f.Jitter) {
+				return nil, d.ArgErr()
+			}
+		case sub == "backoff":
+			for d.NextArg() {
+				dur, err := caddy.ParseDuration(d.Val())
+				if err != nil {
+					return nil, d.Errf("backoff: %v", err)
+				}
+				f.Backoff = append(f.Backoff, caddy.Duration(dur))
+			}
+			if len(f.Backoff) == 0 {
+				return nil, d.ArgErr()
+			}
+		default:
+			return nil, d.Errf("unrecognized forward subdirective %q", sub)
+		}
+	}
+	return f, nil
+}
+
+// durationArg reads the one duration argument of subdirective sub.
+func durationArg(d *caddyfile.Dispenser, sub string) (caddy.Duration, error) {
+	var raw string
+	if !d.AllArgs(&raw) {
+		return 0, d.ArgErr()
+	}
+	dur, err := caddy.ParseDuration(raw)
+	if err != nil {
+		return 0, d.Errf("%s: %v", sub, err)
+	}
+	return caddy.Duration(dur), nil
+}
