@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/spf13/cobra"
 )
 
 // asyncRoute is the hookgate block lines that make the test route async, forwarding to addr with
@@ -113,27 +115,56 @@ func TestAsyncDeadLetterListedAndReplayed(t *testing.T) {
 	up := newUpstream(t)
 	up.status.Store(http.StatusNotFound)
 	tester := startAsyncGateway(t, "dead", up.Listener.Addr().String())
-	expectReply(t, "accepted", send(t, tester.Client, newEvent(t, "evt_dead_1", "obj_dead", 1)), http.StatusAccepted, "")
+	for _, id := range []string{"evt_dead_1", "evt_dead_2"} {
+		expectReply(t, "accepted", send(t, tester.Client, newEvent(t, id, "obj_"+id, 1)), http.StatusAccepted, "")
+	}
 
 	var listing struct {
 		Events []eventView `json:"events"`
 	}
-	waitFor(t, "a dead letter", 10*time.Second, func() bool {
-		_, body := admin(t, http.MethodGet, "/hookgate/events/dead?state=dead")
-		return json.Unmarshal([]byte(body), &listing) == nil && len(listing.Events) == 1
+	waitFor(t, "two dead letters", 10*time.Second, func() bool {
+		out := hookgateCLI(t, "events", "dead", "--state", "dead")
+		return json.Unmarshal([]byte(out), &listing) == nil && len(listing.Events) == 2
 	})
 	if ev := listing.Events[0]; ev.ID != "evt_dead_1" || ev.Attempts != 1 || ev.LastStatus != http.StatusNotFound || ev.LastError == "" {
 		t.Fatalf("dead letter: %+v", ev)
 	}
+	if out := hookgateCLI(t, "show", "dead", "evt_dead_2"); !strings.Contains(out, `"state": "dead"`) || !strings.Contains(out, `"last_status": 404`) {
+		t.Fatalf("show: %s", out)
+	}
 
 	up.status.Store(http.StatusOK)
+	if out := hookgateCLI(t, "replay", "dead", "evt_dead_2"); !strings.Contains(out, `"replayed": 1`) {
+		t.Fatalf("replay one: %s", out)
+	}
+	waitFor(t, "delivery after replaying one", 10*time.Second, func() bool { return up.count("evt_dead_2") == 2 })
+	if up.count("evt_dead_1") != 1 {
+		t.Fatal("replaying one dead letter sent another")
+	}
 	if status, body := admin(t, http.MethodPost, "/hookgate/replay/dead"); status != http.StatusOK || !strings.Contains(body, `"replayed":1`) {
 		t.Fatalf("replay all: %d %s", status, body)
 	}
-	waitFor(t, "delivery after replay", 10*time.Second, func() bool { return up.count("evt_dead_1") == 2 })
+	waitFor(t, "delivery after replaying all", 10*time.Second, func() bool { return up.count("evt_dead_1") == 2 })
 	if status, body := admin(t, http.MethodPost, "/hookgate/replay/dead/evt_nope"); status != http.StatusNotFound {
 		t.Fatalf("replay of an unknown event: %d %s", status, body)
 	}
+	if out := hookgateCLI(t, "status", "dead"); !strings.Contains(out, `"paused": false`) {
+		t.Fatalf("status: %s", out)
+	}
+}
+
+// hookgateCLI runs `caddy hookgate <args>` against the test server's admin endpoint.
+func hookgateCLI(t *testing.T, args ...string) string {
+	t.Helper()
+	root := &cobra.Command{Use: "hookgate"}
+	root.AddCommand(adminCommands()...)
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetArgs(append(args, "--address", "localhost:2999"))
+	if err := root.Execute(); err != nil {
+		t.Fatalf("caddy hookgate %s: %v", strings.Join(args, " "), err)
+	}
+	return out.String()
 }
 
 func TestAsyncReloadDuringDelivery(t *testing.T) {

@@ -123,6 +123,14 @@ func TestEndToEndWithBuiltBinary(t *testing.T) {
 		t.Fatalf("caddy validate: %s", out)
 	}
 
+	// Async mode on /queue/*: 202 at once, then delivered to the demo app, as the CLI shows.
+	queued := g.signedRequest(t, "evt_e2e_async")
+	queued.URL.Path = "/queue/demo"
+	expectReply(t, "async", doRequest(t, http.DefaultClient, queued), http.StatusAccepted, `{"received":true,"id":"evt_e2e_async"}`)
+	waitFor(t, "the CLI to list it as delivered", 10*time.Second, func() bool {
+		return strings.Contains(g.run(t, "hookgate", "events", "demo-async", "--state", "delivered", "--config", "Caddyfile"), `"id": "evt_e2e_async"`)
+	})
+
 	// The dedupe record is durable: after kill -9 and a restart the replay is still a duplicate.
 	g.kill()
 	g.start(t)
