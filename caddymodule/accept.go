@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/hookgate/hookgate/dedupe"
 )
 
@@ -21,7 +19,7 @@ func (h *Handler) enqueue(out *outcome, r *http.Request, body []byte, claim dedu
 		URI:        r.URL.RequestURI(),
 		Header:     r.Header.Clone(),
 		Body:       body,
-		Scheme:     h.verifier.Config().Scheme,
+		Scheme:     h.scheme,
 		AcceptedAt: time.Now(),
 	}
 	if ev.ID == "" { // dedupe off: the queue still needs a key, and the upstream an ID to log
@@ -29,16 +27,8 @@ func (h *Handler) enqueue(out *outcome, r *http.Request, body []byte, claim dedu
 		out.event(ev.ID, ev.Scheme)
 	}
 	found, err := h.ledger.Accept(r.Context(), claim, ev, time.Duration(h.DedupeTTL))
-	switch {
-	case err != nil:
-		h.logger.Error("ledger accept failed", zap.String("route", h.Name), zap.Error(err))
-		return out.busy("ledger unavailable")
-	case found == dedupe.Duplicate:
-		return out.answer(http.StatusOK, "duplicate", `{"received":true,"duplicate":true}`)
-	case found == dedupe.Stale:
-		return out.answer(http.StatusOK, "stale", `{"received":true,"stale":true}`)
-	case found == dedupe.InFlight:
-		return out.conflict("a request with this event ID is still being processed")
+	if answered, err := h.answerUnlessNew(out, "accept", found, err); answered {
+		return err
 	}
 	h.app.notify(routeKey{dir: h.ledger.dir, name: h.Name})
 	out.accepted()

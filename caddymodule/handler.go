@@ -35,32 +35,40 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if err != nil {
 		return out.reject(http.StatusBadRequest, err.Error())
 	}
-	out.event(claim.ID, h.verifier.Config().Scheme)
+	out.event(claim.ID, h.scheme)
 	if h.Forward != nil {
 		return h.enqueue(out, r, body, claim)
 	}
 
 	found, err := h.ledger.Claim(r.Context(), claim)
-	switch {
-	case err != nil:
-		h.logger.Error("ledger claim failed", zap.String("route", h.Name), zap.Error(err))
-		return out.busy("ledger unavailable")
-	case found == dedupe.Duplicate:
-		return out.answer(http.StatusOK, "duplicate", `{"received":true,"duplicate":true}`)
-	case found == dedupe.Stale:
-		return out.answer(http.StatusOK, "stale", `{"received":true,"stale":true}`)
-	case found == dedupe.InFlight:
-		return out.conflict("a request with this event ID is still being processed")
+	if answered, err := h.answerUnlessNew(out, "claim", found, err); answered {
+		return err
 	}
-
 	out.accepted()
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.Header.Set("Hookgate-Event-Id", claim.ID)
-	r.Header.Set("Hookgate-Verified", h.verifier.Config().Scheme)
+	r.Header.Set("Hookgate-Verified", h.scheme)
 	rec := &statusRecorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
 	nextErr := next.ServeHTTP(rec, r)
 	h.settle(r.Context(), claim, nextErr == nil && rec.status < 500)
 	return nextErr
+}
+
+// answerUnlessNew answers the provider itself when the ledger found the event is not new, or
+// could not tell; answered is false when the event is to be handed on.
+func (h *Handler) answerUnlessNew(out *outcome, op string, found dedupe.Outcome, err error) (answered bool, _ error) {
+	switch {
+	case err != nil:
+		h.logger.Error("ledger "+op+" failed", zap.String("route", h.Name), zap.Error(err))
+		return true, out.busy("ledger unavailable")
+	case found == dedupe.Duplicate:
+		return true, out.answer(http.StatusOK, "duplicate", `{"received":true,"duplicate":true}`)
+	case found == dedupe.Stale:
+		return true, out.answer(http.StatusOK, "stale", `{"received":true,"stale":true}`)
+	case found == dedupe.InFlight:
+		return true, out.conflict("a request with this event ID is still being processed")
+	}
+	return false, nil
 }
 
 // settle marks the event done when the next handler succeeded, or releases the claim so the

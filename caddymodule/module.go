@@ -95,6 +95,7 @@ type Handler struct {
 	TimestampUnit string `json:"timestamp_unit,omitempty"`
 
 	verifier *verify.Verifier
+	scheme   string // sent as Hookgate-Verified
 	ledger   *pooledLedger
 	app      *App
 	logger   *zap.Logger
@@ -151,6 +152,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.verifier, err = verify.New(cfg, secrets); err != nil {
 		return fmt.Errorf("hookgate: %w", err)
 	}
+	h.scheme = h.verifier.Config().Scheme
 	if h.ID == nil {
 		h.ID = presetIDSource(cfg)
 	}
