@@ -11,12 +11,6 @@ import (
 	"github.com/dgraph-io/badger/v4"
 )
 
-// maxAttempts bounds the retries of a transaction that lost an optimistic
-// conflict. A conflict means another writer touched the same key and
-// committed first, so a retry re-reads fresh state; needing 100 in a row
-// means something is pathologically hot and the caller should hear about it.
-const maxAttempts = 100
-
 // Badger is the embedded default Ledger, backed by a Badger database.
 //
 // Event records carry Badger TTLs, so expired claims and dedupe records are
@@ -29,36 +23,35 @@ const maxAttempts = 100
 type Badger struct {
 	db *badger.DB
 	gc *collector
+	// commits is the only writer (commit.go); nil only in the
+	// per-transaction mode the benchmarks compare it with.
+	commits *committer
 	// leasing holds a one-slot channel per namespace, the turn to Lease.
 	leasing sync.Map
 }
 
 // OpenBadger opens (creating) a Badger database in dir with a small,
-// gateway-sized profile: writes are synced so Done is durable, memtables and
-// caches are a few MB instead of Badger's hundreds, and Badger's Info/Debug
-// chatter is dropped. A background goroutine reclaims value-log space
-// (see gc.go) until Close.
+// gateway-sized profile (options.go). Writes are group-committed: concurrent
+// Claims, Accepts, Dones, ... share one transaction and one sync, and each
+// returns once its write is synced (commit.go). A background goroutine
+// reclaims value-log space (gc.go) until Close.
 func OpenBadger(dir string) (*Badger, error) {
-	opts := badger.DefaultOptions(dir).
-		WithSyncWrites(true).
-		WithLogger(quietLogger{}).
-		WithMetricsEnabled(false).
-		WithMemTableSize(8 << 20).
-		WithNumMemtables(2).
-		WithBlockCacheSize(8 << 20).
-		WithIndexCacheSize(4 << 20).
-		// Ledger records are a few bytes and stay in the LSM tree; queued
-		// bodies of a KiB or more go to the value log, which the collector
-		// started below reclaims.
-		WithValueThreshold(1 << 10).
-		WithValueLogFileSize(16 << 20).
-		WithNumCompactors(2)
-	db, err := badger.Open(opts)
+	return openBadger(dir, false)
+}
+
+// openBadger is OpenBadger, or with perTxnSync every write in its own
+// transaction synced by Badger: the baseline of the benchmarks.
+func openBadger(dir string, perTxnSync bool) (*Badger, error) {
+	db, err := badger.Open(badgerOptions(dir, perTxnSync))
 	if err != nil {
 		return nil, fmt.Errorf("dedupe: open %s: %w", dir, err)
 	}
 	b := &Badger{db: db}
+	if !perTxnSync {
+		b.commits = startCommitter(db)
+	}
 	if err := b.recoverLeases(time.Now()); err != nil {
+		b.closeWriter()
 		db.Close()
 		return nil, fmt.Errorf("dedupe: open %s: %w", dir, err)
 	}
@@ -140,8 +133,10 @@ func (b *Badger) Done(ctx context.Context, c Claim, ttl time.Duration) error {
 		if vk == nil {
 			return nil
 		}
-		// Reading the version makes a concurrent advance a conflict, so the
-		// retry compares against the winner's value and never moves backwards.
+		// Writes are applied one at a time (commit.go), so this compares
+		// against the newest version and never moves it backwards. (In the
+		// per-transaction baseline, reading the version makes a concurrent
+		// advance a conflict and the retry compares against the winner's.)
 		stored, ok, err := getVersion(txn, vk)
 		if err != nil || (ok && c.Version <= stored) {
 			return err
@@ -170,9 +165,11 @@ func (b *Badger) Release(ctx context.Context, c Claim) error {
 	})
 }
 
-// Close implements Ledger. It flushes and closes the database; calling it
-// again is harmless.
+// Close implements Ledger. Writes already queued are committed first, so
+// their callers get their outcome; later ones fail. Then it flushes and
+// closes the database; calling it again is harmless.
 func (b *Badger) Close() error {
+	b.closeWriter()
 	b.gc.close()
 	if err := b.db.Close(); err != nil {
 		return fmt.Errorf("dedupe: close: %w", err)
@@ -180,23 +177,31 @@ func (b *Badger) Close() error {
 	return nil
 }
 
-// update runs fn in a read-write transaction, retrying it from scratch when
-// Badger reports an optimistic conflict, and wraps errors with op.
-func (b *Badger) update(ctx context.Context, op string, fn func(*badger.Txn) error) error {
-	for range maxAttempts {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("dedupe: %s: %w", op, err)
-		}
-		err := b.db.Update(fn)
-		if errors.Is(err, badger.ErrConflict) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("dedupe: %s: %w", op, err)
-		}
-		return nil
+// closeWriter stops the committer, if any, once its queue is committed.
+func (b *Badger) closeWriter() {
+	if b.commits != nil {
+		b.commits.close()
 	}
-	return fmt.Errorf("dedupe: %s: gave up after %d conflicting attempts: %w", op, maxAttempts, badger.ErrConflict)
+}
+
+// update runs fn as one atomic write that is synced when update returns,
+// and wraps errors with op. fn may run more than once and must set its
+// results afresh each time; it runs on the committer, so it must not call
+// back into the store.
+func (b *Badger) update(ctx context.Context, op string, fn func(*badger.Txn) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("dedupe: %s: %w", op, err)
+	}
+	var err error
+	if b.commits != nil {
+		err = b.commits.do(ctx, fn)
+	} else {
+		err = b.updateAlone(ctx, fn)
+	}
+	if err != nil {
+		return fmt.Errorf("dedupe: %s: %w", op, err)
+	}
+	return nil
 }
 
 // keys returns the event and version keys of c, nil for the parts it leaves off.

@@ -257,23 +257,3 @@ func TestInvalidInput(t *testing.T) {
 	}
 	expect(t, "claim after the cancelled one", claim(t, b, event("x")), Claimed)
 }
-
-func BenchmarkClaimDone(b *testing.B) {
-	l := openTest(b)
-	var seq atomic.Int64
-	// Each op waits on two fsyncs, not on CPU; a gateway has many requests
-	// waiting at once, and Badger batches their commits into shared syncs.
-	b.SetParallelism(16)
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			c := Claim{Namespace: "bench", ID: fmt.Sprint("evt_", seq.Add(1)), Lease: time.Minute}
-			out, err := l.Claim(context.Background(), c)
-			if err != nil || out != Claimed {
-				b.Fatalf("Claim: %v, %v", out, err)
-			}
-			if err := l.Done(context.Background(), c, time.Hour); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-}

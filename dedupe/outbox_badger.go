@@ -3,6 +3,7 @@ package dedupe
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -10,9 +11,9 @@ import (
 )
 
 // This file holds the Outbox's writes other than Lease: Accept, Update and
-// Replay. Every one is a single Badger transaction, retried on conflicts by
-// update and synced before it returns (the DB has SyncWrites on). The key
-// layout is described in outbox_keys.go.
+// Replay. Every one is applied atomically, on its own, by update (in a group
+// commit shared with concurrent writes, see commit.go) and is synced before
+// it returns. The key layout is described in outbox_keys.go.
 
 var _ Outbox = (*Badger)(nil)
 
@@ -43,6 +44,9 @@ func (b *Badger) Accept(ctx context.Context, c Claim, ev *Event, dedupeTTL time.
 	}
 	if rec.UpdatedAt.IsZero() {
 		rec.UpdatedAt = rec.AcceptedAt
+	}
+	if rec.encoded, err = json.Marshal(rec); err != nil {
+		return 0, fmt.Errorf("dedupe: accept: encoding event record: %w", err)
 	}
 
 	var out Outcome
@@ -178,8 +182,8 @@ func (b *Badger) Update(ctx context.Context, ev *Event, keep time.Duration) erro
 }
 
 // advanceDelivered raises the entity's delivered version to the event's,
-// never lowering it. Reading the version first makes a concurrent advance a
-// conflict, so the retry compares against the winner's value.
+// never lowering it. Writes are applied one at a time, so it compares against
+// the newest value (see Done for the per-transaction baseline).
 func advanceDelivered(txn *badger.Txn, namespace string, p *payload) error {
 	if p.Entity == "" {
 		return nil

@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"reflect"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -233,23 +231,4 @@ func TestOutboxInvalidInput(t *testing.T) {
 		t.Errorf("Get with cancelled ctx: %v", err)
 	}
 	expectNotFound(t, "nothing was stored", b, "x")
-}
-
-func BenchmarkAccept(b *testing.B) {
-	o := openTest(b)
-	body := bytes.Repeat([]byte("x"), 1<<10)
-	var seq atomic.Int64
-	// As BenchmarkClaimDone: many requests wait on fsyncs at once.
-	b.SetParallelism(16)
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			id := fmt.Sprint("evt_", seq.Add(1))
-			ev := queued(id, time.Now())
-			ev.Body = body
-			out, err := o.Accept(context.Background(), Claim{Namespace: "stripe", ID: id, Lease: time.Minute}, ev, time.Hour)
-			if err != nil || out != Claimed {
-				b.Fatalf("Accept: %v, %v", out, err)
-			}
-		}
-	})
 }

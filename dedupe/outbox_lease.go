@@ -12,15 +12,16 @@ import (
 // due time, from the start up to now, so its cost is the number of events it
 // hands out, not the size of the queue.
 //
-// An event is never handed to two callers within its lease: each transaction
-// reads the index entries and records it takes, so of two that took the same
-// event the later one to commit fails with a conflict and is retried against
-// the winner's writes, where the event is no longer due. As all concurrent
-// Leases of a namespace want the same head of the queue, most of them would
-// lose, and with dozens of callers some lost 100 times in a row; so Leases of
-// one namespace also take turns (Badger locks its directory, so every caller
-// is in this process), and conflicts are left to Accept, Update and Replay
-// racing a Lease, which are rare.
+// An event is never handed to two callers within its lease: writes are
+// applied one at a time (commit.go), so a Lease sees the due times that the
+// Leases before it moved, even in the same group commit. Leases of one
+// namespace also take turns (Badger locks its directory, so every caller is
+// in this process): concurrent ones would all want the same head of the
+// queue, and taking turns keeps one namespace's pollers from filling groups
+// with Leases that find nothing due. (In the per-transaction baseline of the
+// benchmarks, the turns also keep Leases from failing each other with
+// optimistic conflicts; there, of two that took the same event the later
+// one to commit fails and is retried against the winner's writes.)
 //
 // An index entry that does not match its record is skipped and deleted; the
 // writes of this package move a record's entries in the same transaction as

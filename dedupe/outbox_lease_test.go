@@ -42,9 +42,19 @@ func TestConcurrentLeasesHandOutEachOnce(t *testing.T) {
 		b := openTest(t)
 		leaseEach(t, b, b.Lease)
 	})
-	// Without taking turns, transaction conflicts alone must keep it safe.
-	t.Run("conflicts", func(t *testing.T) {
+	// Without taking turns, applying writes one at a time must keep it safe.
+	t.Run("without turns", func(t *testing.T) {
 		b := openTest(t)
+		leaseEach(t, b, b.lease)
+	})
+	// In the per-transaction mode of the benchmarks' baseline, transaction
+	// conflicts alone must keep it safe.
+	t.Run("conflicts", func(t *testing.T) {
+		b, err := openBadger(t.TempDir(), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
 		leaseEach(t, b, b.lease)
 	})
 }
