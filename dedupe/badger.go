@@ -71,30 +71,13 @@ func (b *Badger) Claim(ctx context.Context, c Claim) (Outcome, error) {
 	var out Outcome
 	err = b.update(ctx, "claim", func(txn *badger.Txn) error {
 		now := time.Now()
-		if ek != nil {
-			state, err := getEvent(txn, ek, now)
-			switch {
-			case err != nil:
-				return err
-			case state == stateDone:
-				out = Duplicate
-				return nil
-			case state == stateClaimed:
-				out = InFlight
-				return nil
-			}
+		var err error
+		if out, err = idOutcome(txn, ek, now); err != nil || out != Claimed {
+			return err
 		}
-		if vk != nil {
-			stored, ok, err := getVersion(txn, vk)
-			if err != nil {
-				return err
-			}
-			if ok && c.Version <= stored {
-				out = Stale
-				return nil
-			}
+		if out, err = versionOutcome(txn, vk, c.Version); err != nil || out != Claimed {
+			return err
 		}
-		out = Claimed
 		if ek == nil {
 			return nil
 		}
@@ -281,3 +264,36 @@ func (quietLogger) Infof(string, ...any)        {}
 func (quietLogger) Debugf(string, ...any)       {}
 
 var _ Ledger = (*Badger)(nil)
+
+// idOutcome is what the ledger knows of an event ID: Duplicate (done), InFlight (claimed with a
+// live lease), or Claimed when it is new. A nil key (dedupe off) is always new.
+func idOutcome(txn *badger.Txn, ek []byte, now time.Time) (Outcome, error) {
+	if ek == nil {
+		return Claimed, nil
+	}
+	switch state, err := getEvent(txn, ek, now); {
+	case err != nil:
+		return 0, err
+	case state == stateDone:
+		return Duplicate, nil
+	case state == stateClaimed:
+		return InFlight, nil
+	}
+	return Claimed, nil
+}
+
+// versionOutcome is Stale when version is not newer than the entity's stored one, else Claimed.
+// A nil key (versions off) is never stale.
+func versionOutcome(txn *badger.Txn, vk []byte, version int64) (Outcome, error) {
+	if vk == nil {
+		return Claimed, nil
+	}
+	stored, found, err := getVersion(txn, vk)
+	if err != nil {
+		return 0, err
+	}
+	if found && version <= stored {
+		return Stale, nil
+	}
+	return Claimed, nil
+}

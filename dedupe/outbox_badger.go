@@ -52,17 +52,9 @@ func (b *Badger) Accept(ctx context.Context, c Claim, ev *Event, dedupeTTL time.
 	var out Outcome
 	err = b.update(ctx, "accept", func(txn *badger.Txn) error {
 		now := time.Now()
-		if ek != nil {
-			switch state, err := getEvent(txn, ek, now); {
-			case err != nil:
-				return err
-			case state == stateDone:
-				out = Duplicate
-				return nil
-			case state == stateClaimed:
-				out = InFlight
-				return nil
-			}
+		var err error
+		if out, err = idOutcome(txn, ek, now); err != nil || out != Claimed {
+			return err
 		}
 		old, live, err := getRecord(txn, ok.record, now)
 		if err != nil {
@@ -72,20 +64,14 @@ func (b *Badger) Accept(ctx context.Context, c Claim, ev *Event, dedupeTTL time.
 			out = Duplicate
 			return nil
 		}
+		if out, err = versionOutcome(txn, vk, c.Version); err != nil || out != Claimed {
+			return err
+		}
 		if vk != nil {
-			stored, found, err := getVersion(txn, vk)
-			if err != nil {
-				return err
-			}
-			if found && c.Version <= stored {
-				out = Stale
-				return nil
-			}
 			if err := txn.Set(vk, versionValue(c.Version)); err != nil {
 				return err
 			}
 		}
-		out = Claimed
 		if ek != nil {
 			expires := now.Add(dedupeTTL)
 			if err := txn.SetEntry(expiringEntry(ek, eventValue(stateDone, expires), expires)); err != nil {
