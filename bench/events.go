@@ -1,0 +1,138 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hookgate/hookgate/verify"
+)
+
+// benchSecret is the README's demo secret; every bench config and request uses it.
+const benchSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// maxPresignAge is how long pre-signed requests are used: well inside hookgate's default 5m
+// tolerance, so a slow run never sends a stale timestamp.
+const maxPresignAge = 3 * time.Minute
+
+// eventFactory builds bench events: a JSON body of a fixed size that carries the event ID, and
+// the Standard Webhooks headers that sign it.
+type eventFactory struct {
+	scheme   verify.Config
+	template []byte // the body with a zero event ID
+	idOffset int    // where the ID starts in template
+}
+
+// newEventFactory makes bodies of bodySize bytes (or the smallest possible, if less).
+func newEventFactory(bodySize int) (*eventFactory, error) {
+	scheme, ok := verify.Preset("standard")
+	if !ok {
+		return nil, fmt.Errorf("verify has no standard preset")
+	}
+	head := `{"id":"`
+	tail := `","type":"bench.event","data":{"pad":"`
+	end := `"}}`
+	fixed := len(head) + len(eventID(0)) + len(tail) + len(end)
+	pad := max(bodySize-fixed, 0)
+	template := make([]byte, 0, fixed+pad)
+	template = append(template, head+eventID(0)+tail...)
+	for range pad {
+		template = append(template, 'x')
+	}
+	template = append(template, end...)
+	return &eventFactory{scheme: scheme, template: template, idOffset: len(head)}, nil
+}
+
+// body returns a fresh copy of the body of event seq.
+func (f *eventFactory) body(seq uint64) []byte {
+	b := make([]byte, len(f.template))
+	copy(b, f.template)
+	copy(b[f.idOffset:], eventID(seq))
+	return b
+}
+
+// sign returns event seq's signature header value and timestamp, signed at at.
+func (f *eventFactory) sign(seq uint64, at time.Time) (signature, timestamp string, err error) {
+	h, err := verify.Sign(f.scheme, benchSecret, eventID(seq), at, f.body(seq))
+	if err != nil {
+		return "", "", err
+	}
+	return h.Get("Webhook-Signature"), h.Get("Webhook-Timestamp"), nil
+}
+
+// eventSource hands out events with consecutive sequence numbers, each signed once. The first
+// len(presigned) are signed before the load starts, so the load loop only copies bytes; later
+// ones (or all, once the pre-signed batch is older than maxPresignAge) are signed inline.
+type eventSource struct {
+	factory     *eventFactory
+	limit       uint64 // events to hand out; 0 = no limit
+	presigned   []string
+	presignedTS string
+	presignedAt time.Time
+
+	next   atomic.Uint64
+	inline atomic.Int64 // events signed in the load loop
+}
+
+// presign signs events 0..n-1 using every CPU, and says how long it took.
+func (s *eventSource) presign(n int) (time.Duration, error) {
+	start := time.Now()
+	s.presigned = make([]string, n)
+	s.presignedAt = start
+	s.presignedTS = strconv.FormatInt(start.Unix(), 10)
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	workers := runtime.GOMAXPROCS(0)
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < n; i += workers {
+				sig, ts, err := s.factory.sign(uint64(i), start)
+				if err != nil || ts != s.presignedTS {
+					firstErr.CompareAndSwap(nil, fmt.Errorf("presign %d: %v (timestamp %q)", i, err, ts))
+					return
+				}
+				s.presigned[i] = sig
+			}
+		})
+	}
+	wg.Wait()
+	if err, _ := firstErr.Load().(error); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+// rewind starts handing out from event 0 again (for a fresh ledger).
+func (s *eventSource) rewind() {
+	s.next.Store(0)
+	s.inline.Store(0)
+}
+
+// take returns the next event's headers and body, or ok=false once limit events were handed out.
+func (s *eventSource) take() (header http.Header, body []byte, ok bool) {
+	seq := s.next.Add(1) - 1
+	if s.limit > 0 && seq >= s.limit {
+		return nil, nil, false
+	}
+	var signature, timestamp string
+	if seq < uint64(len(s.presigned)) && time.Since(s.presignedAt) < maxPresignAge {
+		signature, timestamp = s.presigned[seq], s.presignedTS
+	} else {
+		var err error
+		if signature, timestamp, err = s.factory.sign(seq, time.Now()); err != nil {
+			panic(err) // the scheme and secret are constants: this cannot fail at run time
+		}
+		s.inline.Add(1)
+	}
+	header = http.Header{
+		"Content-Type":      {"application/json"},
+		"Webhook-Id":        {eventID(seq)},
+		"Webhook-Timestamp": {timestamp},
+		"Webhook-Signature": {signature},
+	}
+	return header, s.factory.body(seq), true
+}
