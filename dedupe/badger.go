@@ -28,6 +28,8 @@ type Badger struct {
 	commits *committer
 	// leasing holds a one-slot channel per namespace, the turn to Lease.
 	leasing sync.Map
+	// floors is where each namespace's Lease scan starts (outbox_floor.go).
+	floors dueFloors
 }
 
 // OpenBadger opens (creating) a Badger database in dir with a small,

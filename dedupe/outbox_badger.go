@@ -83,7 +83,7 @@ func (b *Badger) Accept(ctx context.Context, c Claim, ev *Event, dedupeTTL time.
 		if err := txn.Set(ok.payload, pay); err != nil {
 			return err
 		}
-		return store(txn, ok, old, rec, time.Time{})
+		return b.store(txn, ok, old, rec, time.Time{})
 	})
 	if err != nil {
 		return 0, err
@@ -151,7 +151,7 @@ func (b *Badger) Update(ctx context.Context, ev *Event, keep time.Duration) erro
 			if rec.NextAttempt.IsZero() {
 				rec.NextAttempt = now
 			}
-			return store(txn, ok, old, rec, time.Time{})
+			return b.store(txn, ok, old, rec, time.Time{})
 		}
 		expires := now.Add(keep)
 		p, err := retain(txn, ok.payload, expires)
@@ -163,7 +163,7 @@ func (b *Badger) Update(ctx context.Context, ev *Event, keep time.Duration) erro
 				return err
 			}
 		}
-		return store(txn, ok, old, rec, expires)
+		return b.store(txn, ok, old, rec, expires)
 	})
 }
 
@@ -207,7 +207,7 @@ func (b *Badger) Replay(ctx context.Context, namespace, id string, now time.Time
 		if _, err := retain(txn, ok.payload, time.Time{}); err != nil {
 			return err
 		}
-		return store(txn, ok, old, &rec, time.Time{})
+		return b.store(txn, ok, old, &rec, time.Time{})
 	})
 }
 
@@ -215,7 +215,14 @@ func (b *Badger) Replay(ctx context.Context, namespace, id string, now time.Time
 // event's index entries from where old had them (old may be nil): the due
 // entry exists exactly while the event is Pending, and the state entry
 // expires with the record.
-func store(txn *badger.Txn, ok outboxKeys, old, rec *outboxRecord, expires time.Time) error {
+//
+// A Pending event due in the past is written as due now: as the writes are serialized, no due
+// entry is then ever written below where an earlier Lease stopped scanning, which is what lets
+// the next Lease start there (outbox_floor.go).
+func (b *Badger) store(txn *badger.Txn, ok outboxKeys, old, rec *outboxRecord, expires time.Time) error {
+	if now := time.Now(); rec.State == Pending && rec.NextAttempt.Before(now) {
+		rec.NextAttempt, rec.encoded = now, nil
+	}
 	if err := putRecord(txn, ok.record, rec, expires); err != nil {
 		return err
 	}
@@ -242,6 +249,7 @@ func store(txn *badger.Txn, ok outboxKeys, old, rec *outboxRecord, expires time.
 		return txn.Delete(oldDue)
 	}
 	newDue := ok.due(rec.NextAttempt)
+	b.floors.lower(ok.ns, rec.NextAttempt)
 	if oldDue != nil && !bytes.Equal(oldDue, newDue) {
 		if err := txn.Delete(oldDue); err != nil {
 			return err

@@ -53,10 +53,15 @@ func (b *Badger) lease(ctx context.Context, namespace string, now time.Time, n i
 		return nil, nil
 	}
 	until := now.Add(lease)
+	from := b.floors.start(namespace, time.Now())
 	var out []*Event
+	var earliest uint64
 	err = b.update(ctx, "lease", func(txn *badger.Txn) error {
 		out = out[:0]
-		due, stale, err := scanDue(txn, namespace, prefix, sortNanos(now), n)
+		var due []dueEvent
+		var stale [][]byte
+		var err error
+		due, stale, earliest, err = scanDue(txn, namespace, prefix, from, sortNanos(now), n)
 		if err != nil {
 			return err
 		}
@@ -77,6 +82,7 @@ func (b *Badger) lease(ctx context.Context, namespace string, now time.Time, n i
 			if err := txn.Set(d.keys.due(until), nil); err != nil {
 				return err
 			}
+			b.floors.lower(namespace, until)
 			p, err := getPayload(txn, d.keys.payload)
 			if err != nil {
 				return err
@@ -88,6 +94,7 @@ func (b *Badger) lease(ctx context.Context, namespace string, now time.Time, n i
 	if err != nil {
 		return nil, err
 	}
+	b.floors.raise(namespace, earliest)
 	return out, nil
 }
 
@@ -99,31 +106,35 @@ type dueEvent struct {
 }
 
 // scanDue returns up to n events due at or before the limit (sortNanos), in
-// due order, and the due-index keys that were found not to match their
-// record. Writes must wait until it returns: the iterator is closed by then.
-func scanDue(txn *badger.Txn, namespace string, prefix []byte, limit uint64, n int) (due []dueEvent, stale [][]byte, err error) {
+// due order, starting at from; the due-index keys that were found not to
+// match their record; and the due time of the earliest entry it leaves in
+// place (limit when it found none). Writes must wait until it returns: the
+// iterator is closed by then.
+func scanDue(txn *badger.Txn, namespace string, prefix []byte, from, limit uint64, n int) (due []dueEvent, stale [][]byte, earliest uint64, err error) {
 	opts := badger.DefaultIteratorOptions
 	opts.Prefix = prefix
 	opts.PrefetchValues = false
 	it := txn.NewIterator(opts)
 	defer it.Close()
 	now := time.Now()
-	for it.Rewind(); it.Valid() && len(due) < n; it.Next() {
+	earliest = limit
+	for it.Seek(seekKey(prefix, from)); it.Valid(); it.Next() {
 		k := it.Item().KeyCopy(nil)
 		at, id, err := splitIndexKey(k, len(prefix))
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
-		if at > limit {
+		if at > limit || len(due) == n {
+			earliest = min(at, limit)
 			break
 		}
 		ok, err := keysFor(namespace, id)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
 		rec, live, err := getRecord(txn, ok.record, now)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
 		if !live || rec.State != Pending || sortNanos(rec.NextAttempt) != at {
 			stale = append(stale, k)
@@ -131,5 +142,5 @@ func scanDue(txn *badger.Txn, namespace string, prefix []byte, limit uint64, n i
 		}
 		due = append(due, dueEvent{key: k, keys: ok, rec: rec})
 	}
-	return due, stale, nil
+	return due, stale, earliest, nil
 }

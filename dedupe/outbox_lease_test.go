@@ -114,10 +114,10 @@ func TestReopenRecoversLeasesOfADeadProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	enqueue(t, b, queued("in-flight", now))
 	enqueue(t, b, queued("backing-off", now))
+	enqueue(t, b, queued("in-flight", now))
 	enqueue(t, b, queued("queued", now))
-	leased := lease(t, b, now, 2, time.Hour)
+	leased := lease(t, b, time.Now(), 2, time.Hour)
 	expectIDs(t, "leased before the crash", leased, "backing-off,in-flight")
 	backoff := leased[0]
 	backoff.Attempts, backoff.NextAttempt = 1, now.Add(time.Hour)

@@ -50,7 +50,7 @@ func (b *Badger) recoverLeases(now time.Time) error {
 			}
 			rec := *old
 			rec.NextAttempt, rec.Leased = now, false
-			return store(txn, ok, old, &rec, time.Time{})
+			return b.store(txn, ok, old, &rec, time.Time{})
 		})
 		if err != nil {
 			return err
