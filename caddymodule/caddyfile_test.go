@@ -123,3 +123,57 @@ func TestProvisionErrorsAreClear(t *testing.T) {
 		})
 	}
 }
+
+func TestUnmarshalCaddyfileForward(t *testing.T) {
+	d := caddyfile.NewTestDispenser(`hookgate {
+		preset standard
+		forward http://127.0.0.1:3000 {
+			max_attempts    5
+			timeout         10s
+			workers         4
+			backoff         1s 5s 1m
+			jitter          full
+			retry_after_cap 10m
+			pause_after     3
+			keep            12h
+			dead_ttl        168h
+		}
+	}`)
+	var got Handler
+	if err := got.UnmarshalCaddyfile(d); err != nil {
+		t.Fatal(err)
+	}
+	want := &Forward{
+		URL: "http://127.0.0.1:3000", MaxAttempts: 5, Timeout: caddy.Duration(10 * time.Second), Workers: 4,
+		Backoff: []caddy.Duration{caddy.Duration(time.Second), caddy.Duration(5 * time.Second), caddy.Duration(time.Minute)},
+		Jitter:  "full", RetryAfterCap: caddy.Duration(10 * time.Minute), PauseAfter: 3,
+		Keep: caddy.Duration(12 * time.Hour), DeadTTL: caddy.Duration(168 * time.Hour),
+	}
+	if !reflect.DeepEqual(got.Forward, want) {
+		t.Fatalf("got  %+v\nwant %+v", got.Forward, want)
+	}
+	cfg, err := got.Forward.deliverConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Target.Host != "127.0.0.1:3000" || cfg.MaxAttempts != 5 || len(cfg.Schedule) != 3 || cfg.DeadKeep != 168*time.Hour {
+		t.Fatalf("deliver config %+v", cfg)
+	}
+
+	for input, wantErr := range map[string]string{
+		"hookgate {\n forward\n}":                              "wrong argument count",
+		"hookgate {\n forward http://x {\n workers many\n}\n}": "not a number",
+		"hookgate {\n forward http://x {\n timeout soon\n}\n}": "timeout",
+		"hookgate {\n forward http://x {\n backoff\n}\n}":      "wrong argument count",
+		"hookgate {\n forward http://x {\n retries 3\n}\n}":    "unrecognized forward subdirective",
+	} {
+		var h Handler
+		err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(input))
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Errorf("%q: got error %v, want one containing %q", input, err, wantErr)
+		}
+	}
+	if _, err := (&Forward{URL: "ftp://x"}).deliverConfig(); err == nil {
+		t.Error("an ftp forward URL was accepted")
+	}
+}
