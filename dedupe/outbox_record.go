@@ -141,14 +141,7 @@ func putRecord(txn *badger.Txn, k []byte, rec *outboxRecord, expires time.Time) 
 
 // getPayload reads the request of an event whose record is live.
 func getPayload(txn *badger.Txn, k []byte) (*payload, error) {
-	item, err := txn.Get(k)
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, fmt.Errorf("event record without payload %q", k)
-	}
-	if err != nil {
-		return nil, err
-	}
-	v, err := item.ValueCopy(nil)
+	v, err := payloadBytes(txn, k)
 	if err != nil {
 		return nil, err
 	}
@@ -160,14 +153,7 @@ func getPayload(txn *badger.Txn, k []byte) (*payload, error) {
 // value again; this happens once when an event reaches a final state and
 // once per Replay.
 func retain(txn *badger.Txn, k []byte, expires time.Time) (*payload, error) {
-	item, err := txn.Get(k)
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, fmt.Errorf("event record without payload %q", k)
-	}
-	if err != nil {
-		return nil, err
-	}
-	v, err := item.ValueCopy(nil)
+	v, err := payloadBytes(txn, k)
 	if err != nil {
 		return nil, err
 	}
@@ -175,6 +161,18 @@ func retain(txn *badger.Txn, k []byte, expires time.Time) (*payload, error) {
 		return nil, err
 	}
 	return decodePayload(v)
+}
+
+// payloadBytes copies out the stored payload of an event whose record is live.
+func payloadBytes(txn *badger.Txn, k []byte) ([]byte, error) {
+	item, err := txn.Get(k)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, fmt.Errorf("event record without payload %q", k)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return item.ValueCopy(nil)
 }
 
 // entry is an entry without TTL when expires is zero, else an expiringEntry.

@@ -11,13 +11,7 @@ import (
 
 func TestWorkersBoundConcurrency(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
-	up := newUpstream(t, func(_ int, _ http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	})
+	up, release := newBlockingUpstream(t)
 	fake := newFakeOutbox()
 	for i := range 50 {
 		fake.add(testEvent(fmt.Sprintf("evt_%02d", i), "{}"))
@@ -41,13 +35,7 @@ func TestWorkersBoundConcurrency(t *testing.T) {
 
 func TestConfigureChangesTheWorkerCount(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
-	up := newUpstream(t, func(_ int, _ http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	})
+	up, release := newBlockingUpstream(t)
 	fake := newFakeOutbox()
 	for i := range 10 {
 		fake.add(testEvent(fmt.Sprintf("evt_%02d", i), "{}"))

@@ -148,3 +148,16 @@ func sleepOrGone(r *http.Request, d time.Duration) {
 	case <-r.Context().Done():
 	}
 }
+
+// newBlockingUpstream holds every request until release is closed (or the request is cancelled).
+func newBlockingUpstream(t *testing.T) (*upstream, chan struct{}) {
+	t.Helper()
+	release := make(chan struct{})
+	up := newUpstream(t, func(_ int, _ http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	return up, release
+}

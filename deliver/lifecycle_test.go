@@ -17,13 +17,7 @@ import (
 
 func TestStopWaitsForAttemptsInFlight(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
-	up := newUpstream(t, func(_ int, _ http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	})
+	up, release := newBlockingUpstream(t)
 	fake := newFakeOutbox()
 	fake.add(testEvent("evt_1", "{}"))
 	d := startDeliverer(t, fake, testConfig(t, up.URL))
