@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 )
 
@@ -175,5 +176,28 @@ func TestUnmarshalCaddyfileForward(t *testing.T) {
 	}
 	if _, err := (&Forward{URL: "ftp://x"}).deliverConfig(); err == nil {
 		t.Error("an ftp forward URL was accepted")
+	}
+}
+
+// In a site block, hookgate runs after basic_auth and before reverse_proxy, whatever the order
+// the lines are written in.
+func TestDirectiveOrderAfterBasicAuth(t *testing.T) {
+	adapted, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(`http://localhost:9999 {
+	reverse_proxy 127.0.0.1:3000
+	hookgate {
+		preset github
+		secret x
+	}
+	basic_auth {
+		ops $2a$14$Zkx19XLiW6VYouLHR5NmfOFU0z2GTNmpkT/5qqR7hx4IjWJPDhjvG
+	}
+}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := string(adapted)
+	auth, gate, proxy := strings.Index(js, `"authentication"`), strings.Index(js, `"hookgate"`), strings.Index(js, `"reverse_proxy"`)
+	if auth < 0 || !(auth < gate && gate < proxy) {
+		t.Fatalf("handler order: authentication at %d, hookgate at %d, reverse_proxy at %d\n%s", auth, gate, proxy, js)
 	}
 }
