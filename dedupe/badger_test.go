@@ -224,15 +224,7 @@ func TestDoneSurvivesReopen(t *testing.T) {
 	c.Entity, c.Version = "cus_1", 5
 	expect(t, "first claim", claim(t, b, c), Claimed)
 	done(t, b, c, time.Hour)
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	b, err = OpenBadger(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b = reopen(t, b, dir)
 	expect(t, "claim after reopen", claim(t, b, c), Duplicate)
 	c.ID = "other"
 	expect(t, "version after reopen", claim(t, b, c), Stale)
@@ -256,4 +248,19 @@ func TestInvalidInput(t *testing.T) {
 		t.Errorf("Claim with cancelled ctx: err = %v, want context.Canceled", err)
 	}
 	expect(t, "claim after the cancelled one", claim(t, b, event("x")), Claimed)
+}
+
+// reopen closes b and opens its directory again, as a restarted process would; the new store is
+// closed when the test ends.
+func reopen(t testing.TB, b *Badger, dir string) *Badger {
+	t.Helper()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := OpenBadger(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
 }

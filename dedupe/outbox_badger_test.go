@@ -160,15 +160,7 @@ func TestAcceptSurvivesReopen(t *testing.T) {
 	c := event("durable")
 	c.Entity, c.Version = want.Entity, want.Version
 	expect(t, "accept", accept(t, b, c, want), Claimed)
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	b, err = OpenBadger(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b = reopen(t, b, dir)
 	evs := lease(t, b, base, 10, time.Minute)
 	if len(evs) != 1 {
 		t.Fatalf("leased %d events after reopen, want 1", len(evs))

@@ -3,6 +3,7 @@ package dedupe
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/dgraph-io/badger/v4"
 	"math"
 	"time"
 )
@@ -103,3 +104,12 @@ func validState(s State) bool {
 
 // final reports whether s is a state that is kept only for a while.
 func final(s State) bool { return s != Pending }
+
+// keyIterator walks the keys under prefix (all keys for nil) without prefetching values: the
+// scans of this package read the few values they need themselves.
+func keyIterator(txn *badger.Txn, prefix []byte) *badger.Iterator {
+	opts := badger.DefaultIteratorOptions
+	opts.Prefix = prefix
+	opts.PrefetchValues = false
+	return txn.NewIterator(opts)
+}

@@ -111,10 +111,7 @@ type dueEvent struct {
 // place (limit when it found none). Writes must wait until it returns: the
 // iterator is closed by then.
 func scanDue(txn *badger.Txn, namespace string, prefix []byte, from, limit uint64, n int) (due []dueEvent, stale [][]byte, earliest uint64, err error) {
-	opts := badger.DefaultIteratorOptions
-	opts.Prefix = prefix
-	opts.PrefetchValues = false
-	it := txn.NewIterator(opts)
+	it := keyIterator(txn, prefix)
 	defer it.Close()
 	now := time.Now()
 	earliest = limit

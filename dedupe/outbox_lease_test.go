@@ -122,14 +122,6 @@ func TestReopenRecoversLeasesOfADeadProcess(t *testing.T) {
 	backoff := leased[0]
 	backoff.Attempts, backoff.NextAttempt = 1, now.Add(time.Hour)
 	update(t, b, backoff, time.Hour)
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	b, err = OpenBadger(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b = reopen(t, b, dir)
 	expectIDs(t, "due right after reopen", lease(t, b, time.Now(), 10, time.Minute), "queued,in-flight")
 }

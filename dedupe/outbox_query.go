@@ -70,10 +70,7 @@ func (b *Badger) List(ctx context.Context, namespace string, state State, limit 
 	}
 	var out []*Event
 	err = b.view(ctx, "list", func(txn *badger.Txn) error {
-		opts := badger.DefaultIteratorOptions
-		opts.Prefix = prefix
-		opts.PrefetchValues = false
-		it := txn.NewIterator(opts)
+		it := keyIterator(txn, prefix)
 		defer it.Close()
 		now := time.Now()
 		for it.Rewind(); it.Valid() && len(out) < limit; it.Next() {

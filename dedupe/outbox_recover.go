@@ -15,9 +15,7 @@ import (
 func (b *Badger) recoverLeases(now time.Time) error {
 	var orphans []outboxKeys
 	err := b.db.View(func(txn *badger.Txn) error {
-		opts := badger.DefaultIteratorOptions
-		opts.PrefetchValues = false
-		it := txn.NewIterator(opts)
+		it := keyIterator(txn, nil)
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			k := it.Item().Key()
