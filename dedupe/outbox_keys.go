@@ -3,9 +3,10 @@ package dedupe
 import (
 	"encoding/binary"
 	"fmt"
-	"github.com/dgraph-io/badger/v4"
 	"math"
 	"time"
+
+	"github.com/dgraph-io/badger/v4"
 )
 
 // Outbox key kinds, in the same "<namespace>\x00<kind>\x00<rest>" scheme as
