@@ -212,15 +212,22 @@ func (b *Badger) Replay(ctx context.Context, namespace, id string, now time.Time
 }
 
 // store writes rec (expiring at expires, zero for never) and moves the
-// event's index entries from where old had them (old may be nil): the due
-// entry exists exactly while the event is Pending, and the state entry
-// expires with the record.
+// event's index entries from where old had them (old may be nil): a due
+// entry is written while the event is Pending, and the state entry expires
+// with the record.
+//
+// An old due entry in the future, such as the lease expiry of an event just
+// delivered, is left in place: a Lease drops it as stale when it comes due.
+// Deleting it would leave a tombstone above where Leases stop scanning, and
+// every Lease would then walk the tombstones of all the events delivered
+// within the last lease time before finding that nothing is due.
 //
 // A Pending event due in the past is written as due now: as the writes are serialized, no due
 // entry is then ever written below where an earlier Lease stopped scanning, which is what lets
 // the next Lease start there (outbox_floor.go).
 func (b *Badger) store(txn *badger.Txn, ok outboxKeys, old, rec *outboxRecord, expires time.Time) error {
-	if now := time.Now(); rec.State == Pending && rec.NextAttempt.Before(now) {
+	now := time.Now()
+	if rec.State == Pending && rec.NextAttempt.Before(now) {
 		rec.NextAttempt, rec.encoded = now, nil
 	}
 	if err := putRecord(txn, ok.record, rec, expires); err != nil {
@@ -228,7 +235,7 @@ func (b *Badger) store(txn *badger.Txn, ok outboxKeys, old, rec *outboxRecord, e
 	}
 	var oldDue, oldState []byte
 	if old != nil {
-		if old.State == Pending {
+		if old.State == Pending && !old.NextAttempt.After(now) {
 			oldDue = ok.due(old.NextAttempt)
 		}
 		oldState = ok.state(old.State, old.AcceptedAt)

@@ -125,3 +125,24 @@ func TestReopenRecoversLeasesOfADeadProcess(t *testing.T) {
 	b = reopen(t, b, dir)
 	expectIDs(t, "due right after reopen", lease(t, b, time.Now(), 10, time.Minute), "queued,in-flight")
 }
+
+// The due entry of an expired lease is left in place when the event is delivered or rescheduled
+// (store), and a later Lease drops it without handing the event out again.
+func TestLeaseDropsEntriesOfLeasesThatEnded(t *testing.T) {
+	b := openTest(t)
+	at := func(d time.Duration) time.Time { return base.Add(d) }
+	enqueue(t, b, queued("delivered", base))
+	enqueue(t, b, queued("retried", base))
+	evs := lease(t, b, base, 2, time.Minute)
+	expectIDs(t, "first lease", evs, "delivered,retried")
+	evs[0].State = Delivered
+	update(t, b, evs[0], time.Hour)
+	evs[1].NextAttempt = at(2 * time.Minute)
+	update(t, b, evs[1], time.Hour)
+	expectIDs(t, "when the leases end", lease(t, b, at(90*time.Second), 10, time.Minute), "")
+	evs = lease(t, b, at(2*time.Minute), 10, time.Minute)
+	expectIDs(t, "at the retry", evs, "retried")
+	evs[0].State = Delivered
+	update(t, b, evs[0], time.Hour)
+	expectIDs(t, "after every lease ended", lease(t, b, at(10*time.Minute), 10, time.Minute), "")
+}
