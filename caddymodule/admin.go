@@ -149,7 +149,7 @@ type eventView struct {
 func viewOf(ev *dedupe.Event) eventView {
 	v := eventView{
 		ID: ev.ID, State: ev.State, Entity: ev.Entity, Version: ev.Version, Method: ev.Method, URI: ev.URI,
-		BodyBytes: len(ev.Body), Attempts: ev.Attempts, LastStatus: ev.LastStatus, LastError: ev.LastError,
+		BodyBytes: ev.BodyBytes, Attempts: ev.Attempts, LastStatus: ev.LastStatus, LastError: ev.LastError,
 		AcceptedAt: ev.AcceptedAt, UpdatedAt: ev.UpdatedAt,
 	}
 	if ev.State == dedupe.Pending {

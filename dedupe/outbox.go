@@ -31,7 +31,8 @@ type Event struct {
 	Method    string      `json:"method"`
 	URI       string      `json:"uri"` // path and query as received
 	Header    http.Header `json:"header"`
-	Body      []byte      `json:"body"`
+	Body      []byte      `json:"body"` // nil once Delivered or Superseded: the body is not kept
+	BodyBytes int         `json:"body_bytes"`
 	Scheme    string      `json:"scheme"` // sent as Hookgate-Verified
 
 	State       State     `json:"state"`

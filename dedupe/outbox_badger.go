@@ -154,7 +154,11 @@ func (b *Badger) Update(ctx context.Context, ev *Event, keep time.Duration) erro
 			return b.store(txn, ok, old, rec, time.Time{})
 		}
 		expires := now.Add(keep)
-		p, err := retain(txn, ok.payload, expires)
+		keepPayload := shed
+		if ev.State == Dead {
+			keepPayload = retain // for Replay
+		}
+		p, err := keepPayload(txn, ok.payload, expires)
 		if err != nil {
 			return err
 		}

@@ -127,3 +127,29 @@ func TestListAndReplay(t *testing.T) {
 		t.Errorf("Replay of an unknown event: %v, want ErrNotFound", err)
 	}
 }
+
+// A delivered or superseded event keeps its request line, headers and body size but not its
+// body; a dead one keeps its body for Replay.
+func TestOnlyDeadEventsKeepTheirBody(t *testing.T) {
+	b := openTest(t)
+	for _, id := range []string{"delivered", "superseded", "dead"} {
+		enqueue(t, b, queued(id, base))
+	}
+	for _, ev := range lease(t, b, base, 10, time.Minute) {
+		ev.State = State(ev.ID)
+		update(t, b, ev, time.Hour)
+	}
+	for _, id := range []string{"delivered", "superseded", "dead"} {
+		ev, err := b.Get(context.Background(), "stripe", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := queued(id, base)
+		if ev.State != State(id) || ev.URI != want.URI || ev.Header.Get("Stripe-Signature") == "" || ev.BodyBytes != len(want.Body) {
+			t.Errorf("%s: got %+v, want its request line, headers and body size", id, ev)
+		}
+		if keeps := ev.Body != nil; keeps != (id == "dead") {
+			t.Errorf("%s: body kept = %v", id, keeps)
+		}
+	}
+}
