@@ -15,7 +15,7 @@ import (
 // group committer (see commit.go); only the benchmarks use it, as the
 // baseline the committer is measured against.
 func badgerOptions(dir string, perTxnSync bool) badger.Options {
-	return badger.DefaultOptions(dir).
+	opts := badger.DefaultOptions(dir).
 		// Every commit is synced by Badger itself: the WAL is msynced per
 		// write request and the value log once per batch of requests, in
 		// the order (value log first) that keeps a synced WAL entry from
@@ -66,10 +66,18 @@ func badgerOptions(dir string, perTxnSync bool) badger.Options {
 		WithValueLogFileSize(8 << 20).
 		// Badger needs at least two compactors (the first one prefers L0);
 		// more would only add goroutines and parallel table builds.
-		WithNumCompactors(2)
+		WithNumCompactors(2).
+		// A compaction builds up to 8 tables at once, each in a buffer of
+		// twice the table size on the Go heap, and tables grow by
+		// TableSizeMultiplier (default 2) per level: with a million events
+		// those buffers reached 90 MiB. Tables of 1 MiB at every level keep
+		// them to a few MiB, for more (small) files.
+		WithBaseTableSize(1 << 20)
+	opts.TableSizeMultiplier = 1
 	// Kept at their defaults, deliberately: NumLevelZeroTables (5) and
 	// NumLevelZeroTablesStall (15), since stalling writes on L0 would stall
 	// accepts; BlockSize (4 KiB), a balance of index size and read
-	// amplification; BaseTableSize (2 MiB) and BaseLevelSize (10 MiB),
-	// already small; NumVersionsToKeep (1).
+	// amplification; BaseLevelSize (10 MiB), already small;
+	// NumVersionsToKeep (1).
+	return opts
 }
