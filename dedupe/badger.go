@@ -30,6 +30,8 @@ type Badger struct {
 	leasing sync.Map
 	// floors is where each namespace's Lease scan starts (outbox_floor.go).
 	floors dueFloors
+	// claims are sync mode's claims in flight (claims.go).
+	claims claimTable
 }
 
 // OpenBadger opens (creating) a Badger database in dir with a small,
@@ -61,7 +63,12 @@ func openBadger(dir string, perTxnSync bool) (*Badger, error) {
 	return b, nil
 }
 
-// Claim implements Ledger. On error the Outcome is meaningless.
+// Claim implements Ledger. The claim itself is held in memory (claims.go)
+// and the ledger is only read, so a Claim costs no write and no sync. It
+// takes the claim before reading, so of concurrent Claims of one ID only the
+// first reads and the others are InFlight; it gives the claim back if the
+// ID turns out done or the version stale. On error the Outcome is
+// meaningless.
 func (b *Badger) Claim(ctx context.Context, c Claim) (Outcome, error) {
 	if c.ID != "" && c.Lease <= 0 {
 		return 0, fmt.Errorf("dedupe: claim: lease must be positive, got %v", c.Lease)
@@ -70,24 +77,30 @@ func (b *Badger) Claim(ctx context.Context, c Claim) (Outcome, error) {
 	if err != nil {
 		return 0, fmt.Errorf("dedupe: claim: %w", err)
 	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("dedupe: claim: %w", err)
+	}
+	now := time.Now()
+	if ek != nil && !b.claims.take(ek, now, now.Add(c.Lease)) {
+		return InFlight, nil
+	}
 	var out Outcome
-	err = b.update(ctx, "claim", func(txn *badger.Txn) error {
-		now := time.Now()
+	err = b.db.View(func(txn *badger.Txn) error {
 		var err error
 		if out, err = idOutcome(txn, ek, now); err != nil || out != Claimed {
 			return err
 		}
-		if out, err = versionOutcome(txn, vk, c.Version); err != nil || out != Claimed {
-			return err
-		}
-		if ek == nil {
-			return nil
-		}
-		expires := now.Add(c.Lease)
-		return txn.SetEntry(expiringEntry(ek, eventValue(stateClaimed, expires), expires))
+		out, err = versionOutcome(txn, vk, c.Version)
+		return err
 	})
+	if ek != nil && (err != nil || out != Claimed) {
+		b.claims.drop(ek)
+	}
+	if errors.Is(err, badger.ErrDBClosed) {
+		err = errClosed
+	}
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("dedupe: claim: %w", err)
 	}
 	return out, nil
 }
@@ -108,7 +121,7 @@ func (b *Badger) Done(ctx context.Context, c Claim, ttl time.Duration) error {
 	if ek == nil && vk == nil {
 		return nil
 	}
-	return b.update(ctx, "done", func(txn *badger.Txn) error {
+	err = b.update(ctx, "done", func(txn *badger.Txn) error {
 		if ek != nil {
 			expires := time.Now().Add(ttl)
 			if err := txn.SetEntry(expiringEntry(ek, eventValue(stateDone, expires), expires)); err != nil {
@@ -128,6 +141,10 @@ func (b *Badger) Done(ctx context.Context, c Claim, ttl time.Duration) error {
 		}
 		return txn.Set(vk, versionValue(c.Version))
 	})
+	if err == nil && ek != nil {
+		b.claims.drop(ek)
+	}
+	return err
 }
 
 // Release implements Ledger. Claims carry no owner, so a caller whose lease
@@ -138,16 +155,10 @@ func (b *Badger) Release(ctx context.Context, c Claim) error {
 	if err != nil {
 		return fmt.Errorf("dedupe: release: %w", err)
 	}
-	if ek == nil {
-		return nil
+	if ek != nil {
+		b.claims.drop(ek)
 	}
-	return b.update(ctx, "release", func(txn *badger.Txn) error {
-		state, err := getEvent(txn, ek, time.Now())
-		if err != nil || state != stateClaimed {
-			return err
-		}
-		return txn.Delete(ek)
-	})
+	return nil
 }
 
 // Close implements Ledger. Writes already queued are committed first, so
@@ -223,7 +234,7 @@ func getEvent(txn *badger.Txn, k []byte, now time.Time) (byte, error) {
 	if err != nil || !live {
 		return 0, err
 	}
-	if state != stateClaimed && state != stateDone {
+	if state != stateDone {
 		return 0, fmt.Errorf("unknown event state %d", state)
 	}
 	return state, nil
@@ -267,8 +278,8 @@ func (quietLogger) Debugf(string, ...any)       {}
 
 var _ Ledger = (*Badger)(nil)
 
-// idOutcome is what the ledger knows of an event ID: Duplicate (done), InFlight (claimed with a
-// live lease), or Claimed when it is new. A nil key (dedupe off) is always new.
+// idOutcome is what the ledger holds of an event ID: Duplicate (done), or Claimed when it is new.
+// A nil key (dedupe off) is always new. Claims in flight are in memory (claims.go).
 func idOutcome(txn *badger.Txn, ek []byte, now time.Time) (Outcome, error) {
 	if ek == nil {
 		return Claimed, nil
@@ -278,8 +289,6 @@ func idOutcome(txn *badger.Txn, ek []byte, now time.Time) (Outcome, error) {
 		return 0, err
 	case state == stateDone:
 		return Duplicate, nil
-	case state == stateClaimed:
-		return InFlight, nil
 	}
 	return Claimed, nil
 }

@@ -94,14 +94,11 @@ func TestCancelWhileQueued(t *testing.T) {
 	release, held := hold(t, b)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
-	go func() {
-		_, err := b.Claim(ctx, event("cancelled"))
-		errc <- err
-	}()
+	go func() { errc <- b.Done(ctx, event("cancelled"), time.Hour) }()
 	waitQueued(t, b, 1)
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
-		t.Errorf("cancelled Claim: %v, want context.Canceled", err)
+		t.Errorf("cancelled Done: %v, want context.Canceled", err)
 	}
 	release()
 	if err := <-held; err != nil {

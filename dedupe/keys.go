@@ -15,11 +15,9 @@ const (
 	kindVersion = 'v'
 )
 
-// Event states, the first byte of an event value.
-const (
-	stateClaimed byte = 1
-	stateDone    byte = 2
-)
+// stateDone is the first byte of an event value: the ID was processed. (1
+// was a claim, before claims moved to memory.)
+const stateDone byte = 2
 
 // eventValueLen is one state byte plus the expiry in big-endian Unix nanos.
 const eventValueLen = 1 + 8

@@ -58,9 +58,10 @@ type Claim struct {
 // Ledger records event IDs and entity versions. Implementations must make
 // Claim atomic: of many concurrent Claims of one ID exactly one gets Claimed.
 type Ledger interface {
-	// Claim, in one transaction: ID done → Duplicate; ID claimed with live
-	// lease → InFlight; Entity set and Version <= stored version → Stale
-	// (nothing written); else writes a claim with the lease → Claimed.
+	// Claim, atomically: ID done → Duplicate; ID claimed with live lease →
+	// InFlight; Entity set and Version <= stored version → Stale (nothing
+	// held); else holds a claim for the lease → Claimed. A claim need not be
+	// durable: one lost with the process is a lapsed lease.
 	Claim(ctx context.Context, c Claim) (Outcome, error)
 	// Done marks the claimed ID processed for ttl (dedupe window) and advances
 	// the entity's version if c.Version is greater than the stored one

@@ -53,6 +53,10 @@ func (b *Badger) Accept(ctx context.Context, c Claim, ev *Event, dedupeTTL time.
 	err = b.update(ctx, "accept", func(txn *badger.Txn) error {
 		now := time.Now()
 		var err error
+		if ek != nil && b.claims.held(ek, now) {
+			out = InFlight
+			return nil
+		}
 		if out, err = idOutcome(txn, ek, now); err != nil || out != Claimed {
 			return err
 		}
