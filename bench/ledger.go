@@ -74,6 +74,9 @@ func runBulkEvents(o options, factory *eventFactory, c benchConfig) error {
 		{"delivered to the sink (distinct) when the load stopped", fmt.Sprint(deliveredDuringLoad)},
 		{"delivered to the sink (distinct) in all", deliveredText(c, delivered, drainTook)},
 	}
+	if stream.cgroup != nil {
+		rows = append(rows, [2]string{"memory cgroup cap", stream.capText(o.memoryLimit)})
+	}
 	fmt.Println("| measure | value |\n|---|---|")
 	for _, r := range rows {
 		fmt.Printf("| %s | %s |\n", r[0], r[1])
@@ -114,6 +117,9 @@ func runGrowth(o options, factory *eventFactory, c benchConfig) error {
 	res, samples := stream.run(o, loadPlan{concurrency: o.concurrency, duration: o.growthDuration, rate: o.growthRate, source: source})
 	fmt.Printf("%d events accepted (%.0f/s), %s failures, p99 %s ms; %d distinct events had reached the sink when the stream stopped.\n\n",
 		res.total2xx, res.throughput(), failureText(res), millis(res.p99), stream.sink.distinct.Load())
+	if stream.cgroup != nil {
+		fmt.Printf("Memory cgroup cap %s.\n\n", stream.capText(o.memoryLimit))
+	}
 	printSamples(samples)
 	var peak int64
 	for _, s := range samples {
@@ -132,6 +138,7 @@ func runGrowth(o options, factory *eventFactory, c benchConfig) error {
 type stream struct {
 	sink    *sink
 	proc    *caddyProcess
+	cgroup  *memoryCgroup // nil without -memory-limit
 	idleRSS residentSet
 	target  *url.URL
 }
@@ -147,9 +154,28 @@ func startStream(o options, c benchConfig, handlers func(string) string) (*strea
 		s.close()
 		return nil, fmt.Errorf("%s: %w", c.name, err)
 	}
+	st := &stream{sink: s, proc: p, target: &url.URL{Scheme: "http", Host: p.siteAddr(), Path: "/hooks/bench"}}
+	if o.memoryLimit > 0 {
+		if st.cgroup, err = newMemoryCgroup(p.cmd.Process.Pid, o.memoryLimit); err != nil {
+			st.close()
+			return nil, err
+		}
+	}
 	time.Sleep(time.Second)
-	return &stream{sink: s, proc: p, idleRSS: p.rss(),
-		target: &url.URL{Scheme: "http", Host: p.siteAddr(), Path: "/hooks/bench"}}, nil
+	st.idleRSS = p.rss()
+	return st, nil
+}
+
+// capText says how the run fared under -memory-limit.
+func (s *stream) capText(limit int64) string {
+	alive := "still running"
+	select {
+	case <-s.proc.exited:
+		alive = "**exited**"
+	default:
+	}
+	return fmt.Sprintf("%s MiB: peak charged %s MiB (anonymous memory and page cache), OOM kills %d, Caddy %s",
+		mib(limit), mib(s.cgroup.peak()), s.cgroup.oomKills(), alive)
 }
 
 // run runs plan against the stream's Caddy, sampling every o.sampleEvery.
@@ -214,6 +240,9 @@ func (s *stream) printCaddyErrors(name string) {
 func (s *stream) close() {
 	s.proc.stop()
 	s.sink.close()
+	if s.cgroup != nil {
+		s.cgroup.remove()
+	}
 }
 
 // printSamples prints the samples as a Markdown table.

@@ -42,6 +42,7 @@ type options struct {
 	growthDuration  time.Duration
 	growthRate      float64
 	growthTTL       time.Duration
+	memoryLimit     int64
 }
 
 func parseFlags() options {
@@ -66,7 +67,9 @@ func parseFlags() options {
 	flag.DurationVar(&o.growthDuration, "growth-duration", 12*time.Minute, "ledger mode: length of the disk-growth check (0 skips it); value-log GC runs every 5m")
 	flag.Float64Var(&o.growthRate, "growth-rate", 1000, "ledger mode: events per second during the disk-growth check (0 = as fast as possible)")
 	flag.DurationVar(&o.growthTTL, "growth-ttl", 30*time.Second, "ledger mode: dedupe_ttl and forward keep during the disk-growth check")
+	flag.Int64Var(&o.memoryLimit, "memory-limit", 0, "ledger mode: run Caddy in a memory cgroup capped at this many MiB, as an edge container would be (Linux, root; 0 = no cap)")
 	flag.Parse()
+	o.memoryLimit <<= 20
 	return o
 }
 
