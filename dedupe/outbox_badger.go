@@ -3,7 +3,6 @@ package dedupe
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -44,9 +43,6 @@ func (b *Badger) Accept(ctx context.Context, c Claim, ev *Event, dedupeTTL time.
 	}
 	if rec.UpdatedAt.IsZero() {
 		rec.UpdatedAt = rec.AcceptedAt
-	}
-	if rec.encoded, err = json.Marshal(rec); err != nil {
-		return 0, fmt.Errorf("dedupe: accept: encoding event record: %w", err)
 	}
 
 	var out Outcome
@@ -236,7 +232,7 @@ func (b *Badger) Replay(ctx context.Context, namespace, id string, now time.Time
 func (b *Badger) store(txn *badger.Txn, ok outboxKeys, old, rec *outboxRecord, expires time.Time) error {
 	now := time.Now()
 	if rec.State == Pending && rec.NextAttempt.Before(now) {
-		rec.NextAttempt, rec.encoded = now, nil
+		rec.NextAttempt = now
 	}
 	if err := putRecord(txn, ok.record, rec, expires); err != nil {
 		return err
