@@ -42,8 +42,9 @@ type caddyProcess struct {
 }
 
 // startCaddy writes a Caddyfile with handlers as the site's body, starts bin on it and waits
-// until the site accepts connections.
-func startCaddy(bin, handlers string) (*caddyProcess, error) {
+// until the site accepts connections. With a cgroup, Caddy starts inside it, as in a container,
+// so that it sets its Go memory limit from the cgroup's cap at start, as Caddy does.
+func startCaddy(bin, handlers string, cgroup *memoryCgroup) (*caddyProcess, error) {
 	root, err := os.MkdirTemp("", "hookgate-bench-")
 	if err != nil {
 		return nil, err
@@ -67,8 +68,15 @@ func startCaddy(bin, handlers string) (*caddyProcess, error) {
 		os.RemoveAll(root)
 		return nil, err
 	}
-	p.cmd = exec.Command(bin, "run", "--config", config, "--adapter", "caddyfile")
-	p.cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+p.dataHome, "XDG_CONFIG_HOME="+p.dataHome)
+	args := []string{bin, "run", "--config", config, "--adapter", "caddyfile"}
+	env := append(os.Environ(), "XDG_DATA_HOME="+p.dataHome, "XDG_CONFIG_HOME="+p.dataHome)
+	if cgroup != nil {
+		// The shell joins the cgroup, then becomes Caddy: same pid.
+		args = append([]string{"sh", "-c", `echo $$ > "$HOOKGATE_BENCH_CGROUP_PROCS" && exec "$@"`, "sh"}, args...)
+		env = append(env, "HOOKGATE_BENCH_CGROUP_PROCS="+cgroup.procsFile())
+	}
+	p.cmd = exec.Command(args[0], args[1:]...)
+	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	if err := p.cmd.Start(); err != nil {
 		logFile.Close()

@@ -7,10 +7,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // memoryCgroup is a child of the bench's own memory cgroup that one Caddy runs in, capped the
-// way a container at the edge would be. Under the cap the kernel reclaims the clean pages of
+// way a container at the edge would be. Caddy starts inside it and, like in a container, sets
+// its Go memory limit (GOMEMLIMIT) to 90% of the cap. Under the cap the kernel reclaims the clean pages of
 // Badger's mapped files rather than kill the process, so RSS then shows what the gateway
 // really needs; the cap is met only if the run finishes with no OOM kill. Linux only, as root,
 // cgroup v1 or v2.
@@ -19,13 +21,14 @@ type memoryCgroup struct {
 	v2  bool
 }
 
-// newMemoryCgroup creates the child cgroup, caps it at limit bytes and moves pid into it.
-func newMemoryCgroup(pid int, limit int64) (*memoryCgroup, error) {
+// newMemoryCgroup creates a child cgroup capped at limit bytes; a process joins it by writing
+// its pid to procsFile.
+func newMemoryCgroup(limit int64) (*memoryCgroup, error) {
 	parent, v2, err := ownMemoryCgroup()
 	if err != nil {
 		return nil, err
 	}
-	cg := &memoryCgroup{dir: filepath.Join(parent, fmt.Sprintf("hookgate-bench-%d", pid)), v2: v2}
+	cg := &memoryCgroup{dir: filepath.Join(parent, fmt.Sprintf("hookgate-bench-%d-%d", os.Getpid(), time.Now().UnixNano())), v2: v2}
 	if err := os.Mkdir(cg.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("memory cgroup: %w", err)
 	}
@@ -38,12 +41,10 @@ func newMemoryCgroup(pid int, limit int64) (*memoryCgroup, error) {
 		cg.remove()
 		return nil, err
 	}
-	if err := cg.write("cgroup.procs", strconv.Itoa(pid)); err != nil {
-		cg.remove()
-		return nil, err
-	}
 	return cg, nil
 }
+
+func (cg *memoryCgroup) procsFile() string { return filepath.Join(cg.dir, "cgroup.procs") }
 
 // ownMemoryCgroup finds the directory of this process's memory cgroup.
 func ownMemoryCgroup() (dir string, v2 bool, err error) {

@@ -149,18 +149,22 @@ func startStream(o options, c benchConfig, handlers func(string) string) (*strea
 	if err != nil {
 		return nil, err
 	}
-	p, err := startCaddy(o.caddy, handlers(s.addr()))
-	if err != nil {
-		s.close()
-		return nil, fmt.Errorf("%s: %w", c.name, err)
-	}
-	st := &stream{sink: s, proc: p, target: &url.URL{Scheme: "http", Host: p.siteAddr(), Path: "/hooks/bench"}}
+	var cg *memoryCgroup
 	if o.memoryLimit > 0 {
-		if st.cgroup, err = newMemoryCgroup(p.cmd.Process.Pid, o.memoryLimit); err != nil {
-			st.close()
+		if cg, err = newMemoryCgroup(o.memoryLimit); err != nil {
+			s.close()
 			return nil, err
 		}
 	}
+	p, err := startCaddy(o.caddy, handlers(s.addr()), cg)
+	if err != nil {
+		s.close()
+		if cg != nil {
+			cg.remove()
+		}
+		return nil, fmt.Errorf("%s: %w", c.name, err)
+	}
+	st := &stream{sink: s, proc: p, cgroup: cg, target: &url.URL{Scheme: "http", Host: p.siteAddr(), Path: "/hooks/bench"}}
 	time.Sleep(time.Second)
 	st.idleRSS = p.rss()
 	return st, nil

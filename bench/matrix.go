@@ -113,7 +113,7 @@ func runConfig(o options, c benchConfig, source *eventSource) (configResult, err
 		return res, err
 	}
 	defer s.close()
-	p, err := startCaddy(o.caddy, c.handlers(s.addr()))
+	p, err := startCaddy(o.caddy, c.handlers(s.addr()), nil)
 	if err != nil {
 		return res, err
 	}
