@@ -64,7 +64,7 @@ func parseFlags() options {
 	flag.StringVar(&o.ledgerMode, "ledger-config", "hookgate-async", "ledger mode: hookgate-async or hookgate-sync")
 	flag.DurationVar(&o.ledgerDrainWait, "ledger-drain-wait", 5*time.Minute, "ledger mode: how long to wait after the load for the async queue to reach the sink")
 	flag.DurationVar(&o.sampleEvery, "sample-every", 30*time.Second, "ledger mode: how often to sample RSS and the ledger's disk use")
-	flag.DurationVar(&o.growthDuration, "growth-duration", 12*time.Minute, "ledger mode: length of the disk-growth check (0 skips it); value-log GC runs every 5m")
+	flag.DurationVar(&o.growthDuration, "growth-duration", 12*time.Minute, "ledger mode: length of the disk-growth check (0 skips it); value-log GC runs every minute")
 	flag.Float64Var(&o.growthRate, "growth-rate", 1000, "ledger mode: events per second during the disk-growth check (0 = as fast as possible)")
 	flag.DurationVar(&o.growthTTL, "growth-ttl", 30*time.Second, "ledger mode: dedupe_ttl and forward keep during the disk-growth check")
 	flag.Int64Var(&o.memoryLimit, "memory-limit", 0, "ledger mode: run Caddy in a memory cgroup capped at this many MiB, as an edge container would be (Linux, root; 0 = no cap)")
