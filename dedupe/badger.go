@@ -52,7 +52,7 @@ func openBadger(dir string, perTxnSync bool) (*Badger, error) {
 	}
 	b := &Badger{db: db}
 	if !perTxnSync {
-		b.commits = startCommitter(db, maxDefer)
+		b.commits = startCommitter(db)
 	}
 	if err := b.recoverLeases(time.Now()); err != nil {
 		b.closeWriter()
@@ -185,22 +185,12 @@ func (b *Badger) closeWriter() {
 // results afresh each time; it runs on the committer, so it must not call
 // back into the store.
 func (b *Badger) update(ctx context.Context, op string, fn func(*badger.Txn) error) error {
-	return b.write(ctx, op, false, fn)
-}
-
-// updateSoon is update for the deliverer's writes, which may wait a little
-// (maxDefer) to share the sync of an Accept's group.
-func (b *Badger) updateSoon(ctx context.Context, op string, fn func(*badger.Txn) error) error {
-	return b.write(ctx, op, true, fn)
-}
-
-func (b *Badger) write(ctx context.Context, op string, deferrable bool, fn func(*badger.Txn) error) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("dedupe: %s: %w", op, err)
 	}
 	var err error
 	if b.commits != nil {
-		err = b.commits.do(ctx, fn, deferrable)
+		err = b.commits.do(ctx, fn)
 	} else {
 		err = b.updateAlone(ctx, fn)
 	}

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -17,13 +16,6 @@ import (
 // (an Accept costs the committer ~7 µs and Badger's writer ~11 µs), and so
 // the latency added to the first request in it.
 const maxGroup = 128
-
-// maxDefer is how long a group holding only deferrable requests (the
-// deliverer's Leases and Updates) waits for an urgent one (an Accept, a
-// Done) to share its sync. At low rates every delivery write used to take
-// a sync of its own, and an Accept arriving meanwhile waited for it: three
-// syncs an event where one would do. Delivery is only this much later.
-const maxDefer = 2 * time.Millisecond
 
 // errClosed is returned to a request made after Close.
 var errClosed = errors.New("store is closed")
@@ -58,11 +50,6 @@ type committer struct {
 	queue  []*request
 	closed bool
 	exited chan struct{}
-	// urgent wakes a committer deferring a group (see maxDefer) when an
-	// urgent request is queued; buffered, so do never waits on it.
-	urgent chan struct{}
-	// deferFor is maxDefer, save in tests.
-	deferFor time.Duration
 
 	// groups counts commits (each is one WAL sync and one value-log sync),
 	// for the benchmarks' syncs-per-request figure.
@@ -71,10 +58,9 @@ type committer struct {
 
 // request is one caller's transaction function awaiting its group.
 type request struct {
-	fn         func(*badger.Txn) error
-	deferrable bool         // may wait up to maxDefer for an urgent request's group
-	state      atomic.Int32 // reqQueued, reqTaken by the committer or reqCancelled by the caller
-	done       chan error   // receives the outcome once; buffered so the committer never waits
+	fn    func(*badger.Txn) error
+	state atomic.Int32 // reqQueued, reqTaken by the committer or reqCancelled by the caller
+	done  chan error   // receives the outcome once; buffered so the committer never waits
 }
 
 const (
@@ -83,8 +69,8 @@ const (
 	reqCancelled
 )
 
-func startCommitter(db *badger.DB, deferFor time.Duration) *committer {
-	c := &committer{db: db, exited: make(chan struct{}), urgent: make(chan struct{}, 1), deferFor: deferFor}
+func startCommitter(db *badger.DB) *committer {
+	c := &committer{db: db, exited: make(chan struct{})}
 	c.wake.L = &c.mu
 	go c.run()
 	return c
@@ -96,11 +82,8 @@ func startCommitter(db *badger.DB, deferFor time.Duration) *committer {
 // the request is still queued, do returns ctx's error and fn never takes
 // effect; once the committer has taken it, do waits for the commit, which
 // is at most one group away.
-//
-// A deferrable request may wait up to maxDefer more, for an urgent one to
-// share its group.
-func (c *committer) do(ctx context.Context, fn func(*badger.Txn) error, deferrable bool) error {
-	r := &request{fn: fn, deferrable: deferrable, done: make(chan error, 1)}
+func (c *committer) do(ctx context.Context, fn func(*badger.Txn) error) error {
+	r := &request{fn: fn, done: make(chan error, 1)}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -109,12 +92,6 @@ func (c *committer) do(ctx context.Context, fn func(*badger.Txn) error, deferrab
 	c.queue = append(c.queue, r)
 	c.wake.Signal()
 	c.mu.Unlock()
-	if !deferrable {
-		select {
-		case c.urgent <- struct{}{}:
-		default:
-		}
-	}
 	select {
 	case err := <-r.done:
 		return err
@@ -139,77 +116,43 @@ func (c *committer) close() {
 
 func (c *committer) run() {
 	defer close(c.exited)
-	deferral := time.NewTimer(c.deferFor)
-	deferral.Stop()
 	for {
 		group := c.next()
 		if group == nil {
 			return
 		}
-		if onlyDeferrable(group) {
-			// Wait for an urgent request, or maxDefer, then take what came too.
-			select {
-			case <-c.urgent:
-			default:
-				deferral.Reset(c.deferFor)
-				select {
-				case <-c.urgent:
-				case <-deferral.C:
-				}
-				deferral.Stop()
-			}
-			group = append(group, c.take(maxGroup-len(group))...)
-		}
 		c.commit(group)
 	}
-}
-
-// onlyDeferrable reports whether no request of group is urgent.
-func onlyDeferrable(group []*request) bool {
-	for _, r := range group {
-		if !r.deferrable {
-			return false
-		}
-	}
-	return true
 }
 
 // next waits for requests and takes up to maxGroup of them, skipping those
 // their callers cancelled; nil means closed with nothing left to do.
 func (c *committer) next() []*request {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for {
-		c.mu.Lock()
 		for len(c.queue) == 0 {
 			if c.closed {
-				c.mu.Unlock()
 				return nil
 			}
 			c.wake.Wait()
 		}
-		c.mu.Unlock()
-		if group := c.take(maxGroup); len(group) > 0 {
+		n := min(len(c.queue), maxGroup)
+		var group []*request
+		for _, r := range c.queue[:n] {
+			if r.state.CompareAndSwap(reqQueued, reqTaken) {
+				group = append(group, r)
+			}
+		}
+		// Copy the rest down rather than reslice, so the queue's array does
+		// not keep growing at its end while its head is dropped.
+		rest := copy(c.queue, c.queue[n:])
+		clear(c.queue[rest:])
+		c.queue = c.queue[:rest]
+		if len(group) > 0 {
 			return group
 		}
 	}
-}
-
-// take takes up to n queued requests, skipping those their callers cancelled.
-func (c *committer) take(n int) []*request {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n = min(len(c.queue), n)
-	var group []*request
-	for _, r := range c.queue[:n] {
-		if r.state.CompareAndSwap(reqQueued, reqTaken) {
-			group = append(group, r)
-		}
-	}
-	// Copy the rest down rather than reslice, so the queue's array does not
-	// keep growing at its end while its head is dropped.
-	rest := copy(c.queue, c.queue[n:])
-	clear(c.queue[rest:])
-	c.queue = c.queue[:rest]
-	return group
 }
 
 // commit applies and commits group, in as few transactions as it takes,

@@ -24,7 +24,7 @@ func hold(t *testing.T, b *Badger) (release func(), held <-chan error) {
 			once.Do(func() { close(started) })
 			<-gate
 			return nil
-		}, false)
+		})
 	}()
 	<-started
 	return func() { close(gate) }, errc
@@ -155,7 +155,7 @@ func TestGroupOutcomesIndependent(t *testing.T) {
 				return err
 			}
 			return errors.New("fails after writing")
-		}, false)
+		})
 	})
 	add("v6", acceptFn(versioned("v6", 6)))
 	add("b", acceptFn(event("b"), queued("b", base)))
@@ -208,7 +208,7 @@ func TestGroupSplitsWhenTooBig(t *testing.T) {
 					}
 				}
 				return nil
-			}, false)
+			})
 		}()
 	}
 	waitQueued(t, b, requests)
@@ -234,43 +234,5 @@ func TestGroupSplitsWhenTooBig(t *testing.T) {
 	})
 	if err != nil || n != requests*keys {
 		t.Errorf("%d keys written (%v), want %d", n, err, requests*keys)
-	}
-}
-
-// A deferrable write (the deliverer's) waits for an urgent one and shares its commit and sync.
-func TestDeferrableWriteJoinsTheNextUrgentGroup(t *testing.T) {
-	db, err := badger.Open(badgerOptions(t.TempDir(), false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := startCommitter(db, time.Hour)
-	t.Cleanup(func() { c.close(); db.Close() })
-
-	deferred := make(chan error, 1)
-	go func() {
-		deferred <- c.do(context.Background(), func(txn *badger.Txn) error { return txn.Set([]byte("lease"), nil) }, true)
-	}()
-	for c.groups.Load() == 0 {
-		c.mu.Lock()
-		queued := len(c.queue)
-		c.mu.Unlock()
-		if queued == 0 {
-			break // taken, now deferring
-		}
-		time.Sleep(time.Millisecond)
-	}
-	select {
-	case err := <-deferred:
-		t.Fatalf("the deferrable write committed alone: %v", err)
-	case <-time.After(50 * time.Millisecond):
-	}
-	if err := c.do(context.Background(), func(txn *badger.Txn) error { return txn.Set([]byte("accept"), nil) }, false); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-deferred; err != nil {
-		t.Fatal(err)
-	}
-	if n := c.groups.Load(); n != 1 {
-		t.Errorf("%d commits, want the two writes in one", n)
 	}
 }

@@ -128,7 +128,7 @@ func (b *Badger) Update(ctx context.Context, ev *Event, keep time.Duration) erro
 	if err != nil {
 		return fmt.Errorf("dedupe: update: %w", err)
 	}
-	return b.updateSoon(ctx, "update", func(txn *badger.Txn) error {
+	return b.update(ctx, "update", func(txn *badger.Txn) error {
 		now := time.Now()
 		old, live, err := getRecord(txn, ok.record, now)
 		switch {

@@ -56,7 +56,7 @@ func (b *Badger) lease(ctx context.Context, namespace string, now time.Time, n i
 	from := b.floors.start(namespace, time.Now())
 	var out []*Event
 	var earliest uint64
-	err = b.updateSoon(ctx, "lease", func(txn *badger.Txn) error {
+	err = b.update(ctx, "lease", func(txn *badger.Txn) error {
 		out = out[:0]
 		var due []dueEvent
 		var stale [][]byte
