@@ -84,36 +84,43 @@ func (cg *memoryCgroup) write(file, value string) error {
 	return nil
 }
 
-// peak is the highest memory use charged to the cgroup (anonymous memory and page cache).
+// peak is the highest memory use charged to the cgroup (anonymous memory and page cache), or
+// -1 if unknown.
 func (cg *memoryCgroup) peak() int64 {
-	file := "memory.max_usage_in_bytes"
-	if cg.v2 {
-		file = "memory.peak"
-	}
-	raw, err := os.ReadFile(filepath.Join(cg.dir, file))
-	if err != nil {
-		return -1
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
-	if err != nil {
-		return -1
-	}
-	return n
+	return cg.number(cg.file("memory.max_usage_in_bytes", "memory.peak"), "")
 }
 
-// oomKills is how many processes the kernel killed for going over the cap.
+// oomKills is how many processes the kernel killed for going over the cap, or -1 if unknown.
 func (cg *memoryCgroup) oomKills() int64 {
-	file := "memory.oom_control"
+	return cg.number(cg.file("memory.oom_control", "memory.events"), "oom_kill")
+}
+
+// file picks the name of a control file by cgroup version.
+func (cg *memoryCgroup) file(v1, v2 string) string {
 	if cg.v2 {
-		file = "memory.events"
+		return v2
 	}
+	return v1
+}
+
+// number reads a control file holding one number (key "") or "key number" lines; -1 if absent.
+func (cg *memoryCgroup) number(file, key string) int64 {
 	raw, err := os.ReadFile(filepath.Join(cg.dir, file))
 	if err != nil {
 		return -1
 	}
 	for _, line := range strings.Split(string(raw), "\n") {
-		if f := strings.Fields(line); len(f) == 2 && f[0] == "oom_kill" {
-			n, _ := strconv.ParseInt(f[1], 10, 64)
+		f := strings.Fields(line)
+		if key != "" {
+			if len(f) != 2 || f[0] != key {
+				continue
+			}
+			f = f[1:]
+		}
+		if len(f) != 1 {
+			continue
+		}
+		if n, err := strconv.ParseInt(f[0], 10, 64); err == nil {
 			return n
 		}
 	}
