@@ -29,9 +29,9 @@ type Event struct {
 	Entity    string      `json:"entity,omitempty"`
 	Version   int64       `json:"version,omitempty"`
 	Method    string      `json:"method"`
-	URI       string      `json:"uri"` // path and query as received
-	Header    http.Header `json:"header"`
-	Body      []byte      `json:"body"` // nil once Delivered or Superseded: the body is not kept
+	URI       string      `json:"uri"`    // path and query as received
+	Header    http.Header `json:"header"` // nil once Delivered or Superseded, as Body
+	Body      []byte      `json:"body"`   // nil once Delivered or Superseded: the body is not kept
 	BodyBytes int         `json:"body_bytes"`
 	Scheme    string      `json:"scheme"` // sent as Hookgate-Verified
 
