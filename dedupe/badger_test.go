@@ -12,7 +12,14 @@ import (
 
 func openTest(t testing.TB) *Badger {
 	t.Helper()
-	b, err := OpenBadger(t.TempDir())
+	return openStore(t, false)
+}
+
+// openStore opens a store in a temporary directory, group-committed or (perTxnSync) in the
+// benchmarks' baseline mode, and closes it when the test ends.
+func openStore(t testing.TB, perTxnSync bool) *Badger {
+	t.Helper()
+	b, err := openBadger(t.TempDir(), perTxnSync)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,16 +20,7 @@ const benchCallers = 64
 // openBench opens a store for a benchmark in either mode.
 func openBench(b *testing.B, perTxnSync bool) *Badger {
 	b.Helper()
-	s, err := openBadger(b.TempDir(), perTxnSync)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			b.Error(err)
-		}
-	})
-	return s
+	return openStore(b, perTxnSync)
 }
 
 // runCallers runs op from benchCallers goroutines and reports, for the
