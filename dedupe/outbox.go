@@ -54,7 +54,8 @@ type Outbox interface {
 	// Pending due at ev.AcceptedAt, and returns Claimed. ev.ID is the key (set even when c.ID is "").
 	Accept(ctx context.Context, c Claim, ev *Event, dedupeTTL time.Duration) (Outcome, error)
 	// Lease hands out up to n Pending events of namespace due at or before now, earliest first,
-	// and moves each one's due time to now+lease so nobody else gets it meanwhile. If the process
+	// and moves each one's due time to now+lease so nobody else gets it meanwhile (the events
+	// handed out carry it as NextAttempt: the end of their lease). If the process
 	// dies, they come due again after the lease: delivery is at-least-once.
 	Lease(ctx context.Context, namespace string, now time.Time, n int, lease time.Duration) ([]*Event, error)
 	// Update stores ev after an attempt: Pending (with NextAttempt), Delivered, Dead or

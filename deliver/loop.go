@@ -96,13 +96,14 @@ func (d *Deliverer) launchAll(s *settings, events []*dedupe.Event) {
 		d.mu.Unlock()
 
 		d.attempts.Add(1)
+		until := ev.NextAttempt // Lease moved it to the end of the lease
 		go func() {
 			defer d.finish(ev.Entity, holdsEntity)
 			if entityBusy {
-				d.postponeUnlessSuperseded(s, ev)
+				d.postponeUnlessSuperseded(s, ev, until)
 				return
 			}
-			d.process(s, ev)
+			d.process(s, ev, until)
 		}()
 	}
 }

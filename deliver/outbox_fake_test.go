@@ -20,6 +20,7 @@ type fakeOutbox struct {
 	events    map[string]*dedupe.Event // by namespace + "\x00" + ID
 	delivered map[string]int64         // by namespace + "\x00" + entity
 	updates   []dedupe.Event
+	deadlines []time.Time // each Update's context deadline
 	leases    int
 	leaseErr  error
 }
@@ -82,6 +83,13 @@ func (f *fakeOutbox) history(id string) []dedupe.Event {
 	return out
 }
 
+// updateDeadlines returns the context deadline of every Update, in order.
+func (f *fakeOutbox) updateDeadlines() []time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.deadlines)
+}
+
 func (f *fakeOutbox) setDelivered(namespace, entity string, version int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -134,9 +142,11 @@ func (f *fakeOutbox) Lease(ctx context.Context, namespace string, now time.Time,
 	return out, nil
 }
 
-func (f *fakeOutbox) Update(_ context.Context, ev *dedupe.Event, keep time.Duration) error {
+func (f *fakeOutbox) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	deadline, _ := ctx.Deadline()
+	f.deadlines = append(f.deadlines, deadline)
 	stored, ok := f.events[fakeKey(ev.Namespace, ev.ID)]
 	switch {
 	case !ok:

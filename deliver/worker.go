@@ -12,7 +12,8 @@ import (
 
 const (
 	// outboxTimeout bounds each outbox call a worker makes, so a stuck store cannot hold a
-	// worker (or Stop) forever.
+	// worker (or Stop) forever. Recording an attempt's outcome may take longer, up to the end
+	// of the event's lease (see store).
 	outboxTimeout = 10 * time.Second
 	// entityBusyDelay is how long an event waits while another event of its entity is being
 	// worked on, so one entity's events never reach the upstream concurrently (out of order).
@@ -20,10 +21,11 @@ const (
 )
 
 // process takes one leased event to its next state: superseded, delivered, due again later, or
-// dead. If its outcome cannot be recorded, its lease lapses and it is tried again.
-func (d *Deliverer) process(s *settings, ev *dedupe.Event) {
+// dead. If its outcome cannot be recorded before its lease ends (until), the lease lapses and
+// it is tried again.
+func (d *Deliverer) process(s *settings, ev *dedupe.Event, until time.Time) {
 	logger := d.logger.With(zap.String("event_id", ev.ID))
-	if ev.Entity != "" && d.supersedeIfOutdated(s, ev, logger) {
+	if ev.Entity != "" && d.supersedeIfOutdated(s, ev, until, logger) {
 		return
 	}
 	result := attempt(d.attemptsCtx, s.client, s.cfg, ev, ev.Attempts+1)
@@ -31,13 +33,13 @@ func (d *Deliverer) process(s *settings, ev *dedupe.Event) {
 		logger.Info("attempt abandoned because the deliverer stopped; the event comes due again after its lease")
 		return
 	}
-	d.recordAttempt(s.cfg, ev, result, logger)
+	d.recordAttempt(s.cfg, ev, result, until, logger)
 }
 
 // supersedeIfOutdated marks ev Superseded, unsent, when its entity already has a newer version
 // delivered. It reports whether ev is settled for now: superseded, or left to its lease
 // because the delivered version could not be read.
-func (d *Deliverer) supersedeIfOutdated(s *settings, ev *dedupe.Event, logger *zap.Logger) (settled bool) {
+func (d *Deliverer) supersedeIfOutdated(s *settings, ev *dedupe.Event, until time.Time, logger *zap.Logger) (settled bool) {
 	ctx, cancel := context.WithTimeout(d.attemptsCtx, outboxTimeout)
 	defer cancel()
 	delivered, found, err := d.out.DeliveredVersion(ctx, d.namespace, ev.Entity)
@@ -53,14 +55,14 @@ func (d *Deliverer) supersedeIfOutdated(s *settings, ev *dedupe.Event, logger *z
 	ev.NextAttempt = time.Time{}
 	ev.LastError = fmt.Sprintf("superseded: version %d of the entity was already delivered", delivered)
 	ev.UpdatedAt = time.Now()
-	d.store(ev, s.cfg.Keep, logger)
+	d.store(ev, s.cfg.Keep, until, logger)
 	logger.Info("event superseded, not sent", zap.Int64("version", ev.Version), zap.Int64("delivered_version", delivered))
 	return true
 }
 
 // recordAttempt turns the outcome of attempt number ev.Attempts+1 into ev's next state, stores
 // it, and feeds the upstream's health.
-func (d *Deliverer) recordAttempt(cfg Config, ev *dedupe.Event, result attemptResult, logger *zap.Logger) {
+func (d *Deliverer) recordAttempt(cfg Config, ev *dedupe.Event, result attemptResult, until time.Time, logger *zap.Logger) {
 	now := time.Now()
 	ev.Attempts++
 	ev.LastStatus = result.status
@@ -88,7 +90,7 @@ func (d *Deliverer) recordAttempt(cfg Config, ev *dedupe.Event, result attemptRe
 			ev.NextAttempt = now.Add(delay)
 		}
 	}
-	if !d.store(ev, keep, logger) {
+	if !d.store(ev, keep, until, logger) {
 		return
 	}
 	switch ev.State {
@@ -107,22 +109,24 @@ func (d *Deliverer) recordAttempt(cfg Config, ev *dedupe.Event, result attemptRe
 // postponeUnlessSuperseded puts ev back, unattempted, for a little while, because another event
 // of its entity is being worked on; unless a newer version is already delivered, which makes
 // it superseded whatever that other event's fate.
-func (d *Deliverer) postponeUnlessSuperseded(s *settings, ev *dedupe.Event) {
+func (d *Deliverer) postponeUnlessSuperseded(s *settings, ev *dedupe.Event, until time.Time) {
 	logger := d.logger.With(zap.String("event_id", ev.ID))
-	if d.supersedeIfOutdated(s, ev, logger) {
+	if d.supersedeIfOutdated(s, ev, until, logger) {
 		return
 	}
 	ev.NextAttempt = time.Now().Add(entityBusyDelay)
-	if d.store(ev, 0, logger) {
+	if d.store(ev, 0, until, logger) {
 		logger.Debug("event postponed: another event of its entity is in flight")
 	}
 }
 
 // store records ev in the outbox (keep is the retention of a final state) and reports whether
-// it did. A failure is logged: the event's lease lapses and it is tried again, as at-least-once
-// delivery allows.
-func (d *Deliverer) store(ev *dedupe.Event, keep time.Duration, logger *zap.Logger) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), outboxTimeout)
+// it did. It waits for a slow store until the event's lease ends (until), and at least
+// outboxTimeout: giving up earlier would send a delivered event again for nothing, while
+// past the lease another worker may have taken it. A failure is logged: the event's lease
+// lapses and it is tried again, as at-least-once delivery allows.
+func (d *Deliverer) store(ev *dedupe.Event, keep time.Duration, until time.Time, logger *zap.Logger) bool {
+	ctx, cancel := context.WithDeadline(context.Background(), later(until, time.Now().Add(outboxTimeout)))
 	defer cancel()
 	if err := d.out.Update(ctx, ev, keep); err != nil {
 		logger.Error("recording the event's state failed; it comes due again after its lease",
@@ -153,4 +157,12 @@ func (d *Deliverer) upstreamFailed(pauseAfter int, retryAt time.Time) {
 		d.logger.Warn("upstream paused after failures in a row; probing it with one event at a time",
 			zap.Int("failures", failures))
 	}
+}
+
+// later is the later of two times.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
