@@ -18,10 +18,9 @@ func init() {
 // running config and owns their deliverers' lifetime: Caddy starts apps only when a config runs,
 // never for `caddy validate`, so no validation ever delivers an event.
 type App struct {
-	mu      sync.Mutex
-	routes  map[routeKey]*appRoute
-	running bool
-	logger  *zap.Logger
+	mu     sync.Mutex
+	routes map[routeKey]*appRoute
+	logger *zap.Logger
 }
 
 // routeKey identifies a route's data: its store's directory and its name within it.
@@ -60,7 +59,8 @@ func (a *App) register(key routeKey, store *pooledLedger, delivery *deliver.Conf
 	return nil
 }
 
-// Start starts (or, across a reload, reconfigures) the deliverer of every async route.
+// Start starts (or, across a reload, reconfigures) the deliverer of every async route. If one
+// cannot start, those already started are let go again: Caddy stops only the apps that started.
 func (a *App) Start() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -68,13 +68,13 @@ func (a *App) Start() error {
 		if r.delivery == nil {
 			continue
 		}
-		sender, err := acquireDeliverer(key, r.store, *r.delivery, a.logger)
+		sender, err := acquireDeliverer(a, key, r.store, *r.delivery, a.logger)
 		if err != nil {
+			a.releaseAll()
 			return err
 		}
 		r.sender = sender
 	}
-	a.running = true
 	return nil
 }
 
@@ -82,16 +82,20 @@ func (a *App) Start() error {
 func (a *App) Stop() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.releaseAll()
+}
+
+// releaseAll lets go of every deliverer this app holds.
+func (a *App) releaseAll() error {
 	var errs []error
-	for key, r := range a.routes {
+	for _, r := range a.routes {
 		if r.sender != nil {
-			if err := releaseDeliverer(key); err != nil {
+			if err := releaseDeliverer(a, r.sender); err != nil {
 				errs = append(errs, err)
 			}
 			r.sender = nil
 		}
 	}
-	a.running = false
 	if len(errs) > 0 {
 		return fmt.Errorf("hookgate: stopping deliverers: %v", errs)
 	}

@@ -3,6 +3,8 @@ package caddymodule
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -24,9 +26,20 @@ type pooledDeliverer struct {
 	*deliver.Deliverer
 	key   routeKey
 	store *pooledLedger
+
+	mu sync.Mutex
+	// owners are the started configs' apps holding the deliverer, in the order they started,
+	// each with its settings; the last one's are in force.
+	owners []owner
 }
 
-func acquireDeliverer(key routeKey, store *pooledLedger, cfg deliver.Config, logger *zap.Logger) (*pooledDeliverer, error) {
+type owner struct {
+	app *App
+	cfg deliver.Config
+}
+
+// acquireDeliverer starts the route's deliverer, or reconfigures the running one, for app.
+func acquireDeliverer(app *App, key routeKey, store *pooledLedger, cfg deliver.Config, logger *zap.Logger) (*pooledDeliverer, error) {
 	val, loaded, err := deliverers.LoadOrNew(key, func() (caddy.Destructor, error) {
 		d := deliver.New(store, key.name, cfg, logger.With(zap.String("route", key.name)))
 		d.Start()
@@ -36,14 +49,31 @@ func acquireDeliverer(key routeKey, store *pooledLedger, cfg deliver.Config, log
 		return nil, fmt.Errorf("hookgate: deliverer %s: %w", key.name, err)
 	}
 	p := val.(*pooledDeliverer)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.owners = append(p.owners, owner{app: app, cfg: cfg})
 	if loaded {
 		p.Configure(cfg)
 	}
 	return p, nil
 }
 
-func releaseDeliverer(key routeKey) error {
-	_, err := deliverers.Delete(key)
+// releaseDeliverer lets go of app's hold on the route's deliverer. If app's settings were in
+// force, the previous owner's come back: that is a config that failed to start (Caddy stops
+// the apps it had started and keeps the old config running), since a config that replaces
+// a running one is released only after its successor started.
+func releaseDeliverer(app *App, p *pooledDeliverer) error {
+	p.mu.Lock()
+	i := slices.IndexFunc(p.owners, func(o owner) bool { return o.app == app })
+	if i >= 0 {
+		wasInForce := i == len(p.owners)-1
+		p.owners = slices.Delete(p.owners, i, i+1)
+		if wasInForce && len(p.owners) > 0 {
+			p.Configure(p.owners[len(p.owners)-1].cfg)
+		}
+	}
+	p.mu.Unlock()
+	_, err := deliverers.Delete(p.key)
 	return err
 }
 

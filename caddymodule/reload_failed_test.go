@@ -1,0 +1,54 @@
+package caddymodule
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A reload that fails to start keeps the old config running, so deliveries must keep going
+// where the old config says. Caddy starts apps in map order, so the hookgate app of the failed
+// config starts (and so reconfigures the shared deliverer) before the http app fails in about
+// half the attempts; several attempts make that all but certain.
+func TestFailedReloadKeepsDeliveringToTheRunningUpstream(t *testing.T) {
+	running, other := newUpstream(t), newUpstream(t)
+	tester := startAsyncGateway(t, "failedreload", running.Listener.Addr().String())
+
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	failing := gatewayConfig("failedreload", unusedUpstream, asyncRoute(other.Listener.Addr().String())) +
+		fmt.Sprintf("http://127.0.0.1:%d {\n\tbind 127.0.0.1\n\trespond \"port taken\"\n}\n", taken.Addr().(*net.TCPAddr).Port)
+	for range 8 {
+		if status, body := loadCaddyfile(t, failing); status == http.StatusOK {
+			t.Fatalf("a config whose port is taken loaded: %s", body)
+		}
+	}
+
+	ev := newEvent(t, "evt_failedreload", "obj_failedreload", 1)
+	expectReply(t, "accepted", send(t, tester.Client, ev), http.StatusAccepted, "")
+	waitFor(t, "delivery to the running config's upstream", 10*time.Second, func() bool {
+		return running.count("evt_failedreload") == 1
+	})
+	if n := other.total(); n != 0 {
+		t.Fatalf("the failed config's upstream got %d deliveries", n)
+	}
+}
+
+// loadCaddyfile posts a Caddyfile to the admin endpoint's /load.
+func loadCaddyfile(t *testing.T, caddyfile string) (int, string) {
+	t.Helper()
+	resp, err := http.Post("http://localhost:2999/load", "text/caddyfile", strings.NewReader(caddyfile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
