@@ -1,10 +1,12 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -43,13 +45,19 @@ func (a *AdminAPI) Routes() []caddy.AdminRoute {
 	return []caddy.AdminRoute{{Pattern: "/hookgate/", Handler: caddy.AdminHandlerFunc(a.serve)}}
 }
 
-// defaultListLimit bounds a listing unless ?limit= says otherwise.
-const defaultListLimit = 100
+const (
+	// defaultListLimit bounds a listing unless ?limit= says otherwise.
+	defaultListLimit = 100
+	// maxListLimit is the most events one listing returns, so a listing's memory stays small.
+	maxListLimit = 1000
+	// replayPage is how many dead letters "replay all" reads at a time.
+	replayPage = 500
+)
 
 func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
-	parts := strings.Split(strings.Trim(strings.TrimPrefix(r.URL.Path, "/hookgate/"), "/"), "/")
-	if len(parts) < 2 || len(parts) > 3 {
-		return apiError(http.StatusNotFound, errors.New("use /hookgate/events/<route>[/<id>], /hookgate/replay/<route>[/<id>] or /hookgate/status/<route>"))
+	parts, err := pathParts(r.URL.EscapedPath())
+	if err != nil || len(parts) < 2 || len(parts) > 3 {
+		return apiError(http.StatusNotFound, errors.New("use /hookgate/events/<route>[/<id>], /hookgate/replay/<route>[/<id>] or /hookgate/status/<route>, with / in a route or ID escaped as %2F"))
 	}
 	sender, err := findDeliverer(parts[1])
 	if err != nil {
@@ -88,12 +96,12 @@ func (a *AdminAPI) list(w http.ResponseWriter, r *http.Request, sender *pooledDe
 	limit := defaultListLimit
 	if raw := r.URL.Query().Get("limit"); raw != "" {
 		n, err := strconv.Atoi(raw)
-		if err != nil || n < 1 {
-			return apiError(http.StatusBadRequest, fmt.Errorf("limit must be a positive number"))
+		if err != nil || n < 1 || n > maxListLimit {
+			return apiError(http.StatusBadRequest, fmt.Errorf("limit must be a number from 1 to %d", maxListLimit))
 		}
 		limit = n
 	}
-	events, err := sender.store.List(r.Context(), sender.key.name, state, limit)
+	events, err := sender.store.List(r.Context(), sender.key.name, state, dedupe.Cursor{}, limit)
 	if err != nil {
 		return storeError(err)
 	}
@@ -106,27 +114,63 @@ func (a *AdminAPI) list(w http.ResponseWriter, r *http.Request, sender *pooledDe
 
 // replay makes one dead letter, or all of the route's, pending again.
 func (a *AdminAPI) replay(w http.ResponseWriter, r *http.Request, sender *pooledDeliverer, id string) error {
-	ids := []string{id}
-	if id == "" {
-		dead, err := sender.store.List(r.Context(), sender.key.name, dedupe.Dead, 1<<30)
-		if err != nil {
+	if id != "" {
+		if err := sender.store.Replay(r.Context(), sender.key.name, id, time.Now()); err != nil {
 			return storeError(err)
 		}
-		ids = ids[:0]
+		sender.Notify()
+		return writeJSON(w, map[string]any{"route": sender.key.name, "replayed": 1})
+	}
+	replayed, err := replayAll(r.Context(), sender)
+	if replayed > 0 {
+		sender.Notify()
+	}
+	if err != nil {
+		return apiError(http.StatusInternalServerError, fmt.Errorf("replayed %d, then: %w", replayed, err))
+	}
+	return writeJSON(w, map[string]any{"route": sender.key.name, "replayed": replayed})
+}
+
+// replayAll replays the route's dead letters a page at a time, so its memory does not grow with
+// their number. It walks them in accept order and stops at those accepted after it began:
+// a replayed event that dies again keeps its accept time, behind the walk, so it is not
+// replayed twice, and the walk ends however fast new dead letters come.
+func replayAll(ctx context.Context, sender *pooledDeliverer) (int, error) {
+	began := time.Now()
+	var after dedupe.Cursor
+	replayed := 0
+	for {
+		dead, err := sender.store.List(ctx, sender.key.name, dedupe.Dead, after, replayPage)
+		if err != nil {
+			return replayed, err
+		}
 		for _, ev := range dead {
-			ids = append(ids, ev.ID)
-		}
-	}
-	for i, id := range ids {
-		if err := sender.store.Replay(r.Context(), sender.key.name, id, time.Now()); err != nil {
-			if i == 0 && len(ids) == 1 {
-				return storeError(err)
+			if ev.AcceptedAt.After(began) {
+				return replayed, nil
 			}
-			return apiError(http.StatusInternalServerError, fmt.Errorf("replayed %d, then %s: %w", i, id, err))
+			if err := sender.store.Replay(ctx, sender.key.name, ev.ID, time.Now()); err != nil {
+				return replayed, fmt.Errorf("%s: %w", ev.ID, err)
+			}
+			replayed++
+			after = ev.After()
+		}
+		if len(dead) < replayPage {
+			return replayed, nil
 		}
 	}
-	sender.Notify()
-	return writeJSON(w, map[string]any{"route": sender.key.name, "replayed": len(ids)})
+}
+
+// pathParts splits the escaped path after /hookgate/ into its unescaped segments, so an ID
+// or route containing "/" can be addressed as %2F.
+func pathParts(escaped string) ([]string, error) {
+	parts := strings.Split(strings.Trim(strings.TrimPrefix(escaped, "/hookgate/"), "/"), "/")
+	for i, p := range parts {
+		var err error
+		if parts[i], err = url.PathUnescape(p); err != nil {
+			return nil, err
+		}
+	}
+	return parts, nil
 }
 
 // eventView is what operators see of an event: its delivery, not its body or headers.

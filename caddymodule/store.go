@@ -152,12 +152,12 @@ func (p *pooledLedger) Get(ctx context.Context, ns, id string) (*dedupe.Event, e
 }
 
 // List implements dedupe.Outbox.
-func (p *pooledLedger) List(ctx context.Context, ns string, state dedupe.State, limit int) ([]*dedupe.Event, error) {
+func (p *pooledLedger) List(ctx context.Context, ns string, state dedupe.State, after dedupe.Cursor, limit int) ([]*dedupe.Event, error) {
 	l, err := p.open()
 	if err != nil {
 		return nil, err
 	}
-	return l.List(ctx, ns, state, limit)
+	return l.List(ctx, ns, state, after, limit)
 }
 
 // Replay implements dedupe.Outbox.

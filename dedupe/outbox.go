@@ -44,6 +44,16 @@ type Event struct {
 	UpdatedAt   time.Time `json:"updated_at"`
 }
 
+// Cursor is where a listing resumes: after the event with this accept time and ID, the last
+// one of the previous page. Listings sort by accept time, then ID.
+type Cursor struct {
+	AcceptedAt time.Time
+	ID         string
+}
+
+// After is the cursor that resumes a listing after ev.
+func (ev *Event) After() Cursor { return Cursor{AcceptedAt: ev.AcceptedAt, ID: ev.ID} }
+
 // Outbox is the durable queue behind async mode. Implementations must make Accept atomic and
 // durable: an event is acknowledged to the provider only after Accept returns nil.
 type Outbox interface {
@@ -66,8 +76,11 @@ type Outbox interface {
 	DeliveredVersion(ctx context.Context, namespace, entity string) (int64, bool, error)
 	// Get returns one event, or ErrNotFound.
 	Get(ctx context.Context, namespace, id string) (*Event, error)
-	// List returns up to limit events of namespace in state, oldest accepted first.
-	List(ctx context.Context, namespace string, state State, limit int) ([]*Event, error)
+	// List returns up to limit events of namespace in state, oldest accepted first, starting
+	// after the cursor (the zero Cursor starts at the oldest). It leaves out their headers and
+	// bodies (BodyBytes stays), so a listing costs memory by the event, not by the body; Get
+	// has them.
+	List(ctx context.Context, namespace string, state State, after Cursor, limit int) ([]*Event, error)
 	// Replay makes a Dead event Pending again, due at now, with its attempts reset. ErrNotFound
 	// if absent; an error in words if it is not dead.
 	Replay(ctx context.Context, namespace, id string, now time.Time) error

@@ -208,7 +208,7 @@ func TestOutboxInvalidInput(t *testing.T) {
 	if err := b.Update(ctx, &Event{Namespace: "stripe", ID: "x", State: Dead}, 0); err == nil {
 		t.Error("Update took a final state with zero keep")
 	}
-	if _, err := b.List(ctx, "stripe", "lost", 1); err == nil {
+	if _, err := b.List(ctx, "stripe", "lost", Cursor{}, 1); err == nil {
 		t.Error("List took an unknown state")
 	}
 	cancelled, cancel := context.WithCancel(ctx)

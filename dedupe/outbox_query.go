@@ -1,6 +1,7 @@
 package dedupe
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"time"
@@ -57,7 +58,7 @@ func (b *Badger) Get(ctx context.Context, namespace, id string) (*Event, error) 
 // payload read per event returned (plus any index entries whose record
 // expired within the last second and is not yet reclaimed). A limit <= 0
 // returns nothing.
-func (b *Badger) List(ctx context.Context, namespace string, state State, limit int) ([]*Event, error) {
+func (b *Badger) List(ctx context.Context, namespace string, state State, after Cursor, limit int) ([]*Event, error) {
 	if !validState(state) {
 		return nil, fmt.Errorf("dedupe: list: unknown state %q", state)
 	}
@@ -68,14 +69,18 @@ func (b *Badger) List(ctx context.Context, namespace string, state State, limit 
 	if limit <= 0 {
 		return nil, nil
 	}
+	start := indexKey(namespace, kindState, string(state)+"\x00", after.AcceptedAt, after.ID)
 	var out []*Event
 	err = b.view(ctx, "list", func(txn *badger.Txn) error {
 		it := keyIterator(txn, prefix)
 		defer it.Close()
 		now := time.Now()
-		for it.Rewind(); it.Valid() && len(out) < limit; it.Next() {
+		for it.Seek(start); it.Valid() && len(out) < limit; it.Next() {
 			if err := ctx.Err(); err != nil {
 				return err
+			}
+			if after.ID != "" && bytes.Equal(it.Item().Key(), start) {
+				continue
 			}
 			at, id, err := splitIndexKey(it.Item().Key(), len(prefix))
 			if err != nil {
@@ -96,6 +101,7 @@ func (b *Badger) List(ctx context.Context, namespace string, state State, limit 
 			if err != nil {
 				return err
 			}
+			p.Header, p.body = nil, nil
 			out = append(out, ok.event(rec, p))
 		}
 		return nil

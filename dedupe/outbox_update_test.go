@@ -73,7 +73,7 @@ func TestDelivered(t *testing.T) {
 	}
 	time.Sleep(time.Until(start.Add(1200 * time.Millisecond)))
 	expectNotFound(t, "after keep", b, "v5")
-	delivered, err := b.List(ctx, "stripe", Delivered, 10)
+	delivered, err := b.List(ctx, "stripe", Delivered, Cursor{}, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestListAndReplay(t *testing.T) {
 	}
 	list := func(state State, limit int) []*Event {
 		t.Helper()
-		evs, err := b.List(ctx, "stripe", state, limit)
+		evs, err := b.List(ctx, "stripe", state, Cursor{}, limit)
 		if err != nil {
 			t.Fatalf("List(%s, %d): %v", state, limit, err)
 		}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"maps"
 	"net/http"
 	"slices"
 	"sync"
@@ -183,14 +182,24 @@ func (f *fakeOutbox) Get(_ context.Context, namespace, id string) (*dedupe.Event
 	return cloneEvent(ev), nil
 }
 
-func (f *fakeOutbox) List(_ context.Context, namespace string, state dedupe.State, limit int) ([]*dedupe.Event, error) {
+func (f *fakeOutbox) List(_ context.Context, namespace string, state dedupe.State, after dedupe.Cursor, limit int) ([]*dedupe.Event, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []*dedupe.Event
-	for _, k := range slices.Sorted(maps.Keys(f.events)) {
-		if ev := f.events[k]; ev.Namespace == namespace && ev.State == state && len(out) < limit {
-			out = append(out, cloneEvent(ev))
+	var matching []*dedupe.Event
+	for _, ev := range f.events {
+		c := ev.After()
+		if ev.Namespace == namespace && ev.State == state && cmp.Or(c.AcceptedAt.Compare(after.AcceptedAt), cmp.Compare(c.ID, after.ID)) > 0 {
+			matching = append(matching, ev)
 		}
+	}
+	slices.SortFunc(matching, func(a, b *dedupe.Event) int {
+		return cmp.Or(a.AcceptedAt.Compare(b.AcceptedAt), cmp.Compare(a.ID, b.ID))
+	})
+	var out []*dedupe.Event
+	for _, ev := range matching[:min(limit, len(matching))] {
+		c := cloneEvent(ev)
+		c.Header, c.Body = nil, nil
+		out = append(out, c)
 	}
 	return out, nil
 }
