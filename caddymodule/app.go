@@ -75,6 +75,7 @@ func (a *App) Start() error {
 		}
 		r.sender = sender
 	}
+	a.warnStrandedAll()
 	return nil
 }
 

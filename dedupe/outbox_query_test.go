@@ -54,3 +54,29 @@ func TestListPagesWithoutBodies(t *testing.T) {
 		t.Fatalf("Get after listing: %+v, %v; want the body and headers kept for replay", full, err)
 	}
 }
+
+// Pending events are counted by namespace, so a route renamed away from its queue is noticed.
+func TestPendingByNamespace(t *testing.T) {
+	b := openTest(t)
+	ctx := context.Background()
+	for _, ns := range []string{"a", "a", "a", "b", "c", "a\x01b"} {
+		ev := queued(fmt.Sprintf("evt_%s_%d", ns, time.Now().UnixNano()), base)
+		ev.Namespace = ns
+		expect(t, "accept", accept(t, b, Claim{Namespace: ns}, ev), Claimed)
+	}
+	evs, err := b.Lease(ctx, "b", base.Add(time.Minute), 10, time.Hour)
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("lease b: %v, %v", evs, err)
+	}
+	evs[0].State = Delivered
+	update(t, b, evs[0], time.Hour)
+	done(t, b, Claim{Namespace: "sync", ID: "evt_sync"}, time.Hour)
+
+	got, err := b.PendingByNamespace(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(map[string]int{"a": 3, "a\x01b": 1, "c": 1}) {
+		t.Fatalf("pending by namespace: %v", got)
+	}
+}
