@@ -32,6 +32,8 @@ type Result struct {
 	ID string
 	// Timestamp is the signed timestamp, zero if the scheme has none.
 	Timestamp time.Time
+	// rawTimestamp is the timestamp as signed, for SignedDigest.
+	rawTimestamp string
 }
 
 // New validates a copy of c and decodes every secret per its SecretEncoding.
@@ -96,7 +98,7 @@ func (v *Verifier) Verify(h http.Header, body []byte, now time.Time) (Result, er
 		if err != nil {
 			return Result{}, failure(MalformedTimestamp, "malformed timestamp in "+v.timestampSource()+": "+err.Error())
 		}
-		result.Timestamp = timestamp
+		result.Timestamp, result.rawTimestamp = timestamp, rawTimestamp
 	}
 
 	if v.config.IDHeader != "" {
