@@ -18,7 +18,8 @@ import (
 
 // ServeHTTP is the story of one webhook (DESIGN.md §1): strip our headers, read the raw body,
 // verify, extract the event, then either queue it durably and answer 202 (async mode), or claim it
-// in the ledger, hand it to the next handler, and mark it done or release it (sync mode).
+// in the ledger, hand it to the next handler, and mark it done or release it (sync mode). An ID the
+// signature does not cover is claimed together with the digest of the signed bytes (replay.go).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	out := newOutcome(w, r)
 	stripHookgateHeaders(r.Header)
