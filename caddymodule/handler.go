@@ -51,7 +51,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	r.Header.Set("Hookgate-Verified", h.scheme)
 	rec := &statusRecorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
 	nextErr := next.ServeHTTP(rec, r)
-	h.settle(r.Context(), claim, nextErr == nil && rec.status < 500)
+	h.settle(r.Context(), claim, nextErr == nil && processed(rec.status))
 	return nextErr
 }
 
@@ -88,6 +88,12 @@ func (h *Handler) settle(ctx context.Context, claim dedupe.Claim, ok bool) {
 		// The claim's lease lapses on its own; a retry before then gets 409, not silence.
 		h.logger.Error("ledger settle failed", zap.String("route", h.Name), zap.Bool("done", ok), zap.Error(err))
 	}
+}
+
+// processed reports whether the next handler's status says the event was taken: below 500, but
+// not 408 or 429, which ask for a retry (as in async mode).
+func processed(status int) bool {
+	return status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests
 }
 
 // stripHookgateHeaders drops every incoming Hookgate-* header: they are ours to set.
