@@ -25,6 +25,9 @@ func (h *Handler) claimFor(r *http.Request, body []byte, verified verify.Result)
 	if h.DedupeOff {
 		claim.ID = ""
 	}
+	if h.dedupeDigest && claim.ID != "" {
+		claim.Digest = h.signedDigest(verified, body)
+	}
 	if h.Version == nil {
 		return claim, nil
 	}

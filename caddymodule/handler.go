@@ -18,7 +18,8 @@ import (
 
 // ServeHTTP is the story of one webhook (DESIGN.md §1): strip our headers, read the raw body,
 // verify, extract the event, then either queue it durably and answer 202 (async mode), or claim it
-// in the ledger, hand it to the next handler, and mark it done or release it (sync mode).
+// in the ledger, hand it to the next handler, and mark it done or release it (sync mode). An ID the
+// signature does not cover is claimed together with the digest of the signed bytes (replay.go).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	out := newOutcome(w, r)
 	stripHookgateHeaders(r.Header)
@@ -50,7 +51,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	r.Header.Set("Hookgate-Verified", h.scheme)
 	rec := &statusRecorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
 	nextErr := next.ServeHTTP(rec, r)
-	h.settle(r.Context(), claim, nextErr == nil && rec.status < 500)
+	h.settle(r.Context(), claim, nextErr == nil && processed(rec.status))
 	return nextErr
 }
 
@@ -87,6 +88,12 @@ func (h *Handler) settle(ctx context.Context, claim dedupe.Claim, ok bool) {
 		// The claim's lease lapses on its own; a retry before then gets 409, not silence.
 		h.logger.Error("ledger settle failed", zap.String("route", h.Name), zap.Bool("done", ok), zap.Error(err))
 	}
+}
+
+// processed reports whether the next handler's status says the event was taken: below 500, but
+// not 408 or 429, which ask for a retry (as in async mode).
+func processed(status int) bool {
+	return status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests
 }
 
 // stripHookgateHeaders drops every incoming Hookgate-* header: they are ours to set.

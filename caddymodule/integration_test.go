@@ -227,6 +227,27 @@ func TestUpstreamFailureReleasesClaim(t *testing.T) {
 	}
 }
 
+// An app that answers 408 or 429 asks for a retry: the claim is released, so the provider's retry
+// of the same event is handed on again, not answered as a duplicate.
+func TestRetryStatusReleasesClaim(t *testing.T) {
+	for _, status := range []int{http.StatusRequestTimeout, http.StatusTooManyRequests} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			up := newUpstream(t)
+			tester := startGateway(t, fmt.Sprintf("retry_%d", status), up)
+			ev := newEvent(t, fmt.Sprintf("evt_retry_%d", status), "obj_retry", 1)
+
+			up.status.Store(int32(status))
+			expectReply(t, "the app asks for a retry", send(t, tester.Client, ev), status, "")
+			up.status.Store(http.StatusOK)
+			expectReply(t, "provider retry", send(t, tester.Client, ev), http.StatusOK, "upstream says hi")
+			expectReply(t, "retry after success", send(t, tester.Client, ev), http.StatusOK, `"duplicate":true`)
+			if n := up.count(ev.id); n != 2 {
+				t.Fatalf("upstream saw the event %d times, want 2 (the refused try and the retry)", n)
+			}
+		})
+	}
+}
+
 func TestUpstreamDownReleasesClaim(t *testing.T) {
 	up := newUpstream(t)
 	tester := startGateway(t, "down", up)

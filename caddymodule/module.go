@@ -96,9 +96,11 @@ type Handler struct {
 
 	verifier *verify.Verifier
 	scheme   string // sent as Hookgate-Verified
-	ledger   *pooledLedger
-	app      *App
-	logger   *zap.Logger
+	// dedupeDigest is set when the signature does not cover the event ID (replay.go).
+	dedupeDigest bool
+	ledger       *pooledLedger
+	app          *App
+	logger       *zap.Logger
 }
 
 // Source names where a value is found in a request.
@@ -140,10 +142,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.Preset == "" {
 		return fmt.Errorf("hookgate: preset is required (one of %v)", verify.PresetNames())
 	}
-	cfg, ok := verify.Preset(h.Preset)
+	preset, ok := verify.Preset(h.Preset)
 	if !ok {
 		return fmt.Errorf("hookgate: unknown preset %q (one of %v)", h.Preset, verify.PresetNames())
 	}
+	cfg := preset
 	h.applyOverrides(&cfg)
 	secrets, err := expandSecrets(h.Secrets)
 	if err != nil {
@@ -153,9 +156,13 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("hookgate: %w", err)
 	}
 	h.scheme = h.verifier.Config().Scheme
+	if err := h.checkReplaySources(preset); err != nil {
+		return err
+	}
 	if h.ID == nil {
 		h.ID = presetIDSource(cfg)
 	}
+	h.dedupeDigest = h.idUnsigned()
 	if h.ID == nil && !h.DedupeOff {
 		return fmt.Errorf("hookgate: preset %s has no event ID: set `id header NAME` or `id json PATH`, or `dedupe off`", h.Preset)
 	}

@@ -73,7 +73,7 @@ func (b *Badger) Claim(ctx context.Context, c Claim) (Outcome, error) {
 	if c.ID != "" && c.Lease <= 0 {
 		return 0, fmt.Errorf("dedupe: claim: lease must be positive, got %v", c.Lease)
 	}
-	ek, vk, err := keys(c)
+	ids, vk, err := keys(c)
 	if err != nil {
 		return 0, fmt.Errorf("dedupe: claim: %w", err)
 	}
@@ -81,20 +81,20 @@ func (b *Badger) Claim(ctx context.Context, c Claim) (Outcome, error) {
 		return 0, fmt.Errorf("dedupe: claim: %w", err)
 	}
 	now := time.Now()
-	if ek != nil && !b.claims.take(ek, now, now.Add(c.Lease)) {
+	if !b.claims.takeAll(ids, now, now.Add(c.Lease)) {
 		return InFlight, nil
 	}
 	var out Outcome
 	err = b.db.View(func(txn *badger.Txn) error {
 		var err error
-		if out, err = idOutcome(txn, ek, now); err != nil || out != Claimed {
+		if out, err = idOutcome(txn, ids, now); err != nil || out != Claimed {
 			return err
 		}
 		out, err = versionOutcome(txn, vk, c.Version)
 		return err
 	})
-	if ek != nil && (err != nil || out != Claimed) {
-		b.claims.drop(ek)
+	if err != nil || out != Claimed {
+		b.claims.dropAll(ids)
 	}
 	if errors.Is(err, badger.ErrDBClosed) {
 		err = errClosed
@@ -114,19 +114,16 @@ func (b *Badger) Done(ctx context.Context, c Claim, ttl time.Duration) error {
 	if c.ID != "" && ttl <= 0 {
 		return fmt.Errorf("dedupe: done: ttl must be positive, got %v", ttl)
 	}
-	ek, vk, err := keys(c)
+	ids, vk, err := keys(c)
 	if err != nil {
 		return fmt.Errorf("dedupe: done: %w", err)
 	}
-	if ek == nil && vk == nil {
+	if ids == nil && vk == nil {
 		return nil
 	}
 	err = b.update(ctx, "done", func(txn *badger.Txn) error {
-		if ek != nil {
-			expires := time.Now().Add(ttl)
-			if err := txn.SetEntry(expiringEntry(ek, eventValue(stateDone, expires), expires)); err != nil {
-				return err
-			}
+		if err := markDone(txn, ids, time.Now().Add(ttl)); err != nil {
+			return err
 		}
 		if vk == nil {
 			return nil
@@ -141,8 +138,8 @@ func (b *Badger) Done(ctx context.Context, c Claim, ttl time.Duration) error {
 		}
 		return txn.Set(vk, versionValue(c.Version))
 	})
-	if err == nil && ek != nil {
-		b.claims.drop(ek)
+	if err == nil {
+		b.claims.dropAll(ids)
 	}
 	return err
 }
@@ -151,13 +148,11 @@ func (b *Badger) Done(ctx context.Context, c Claim, ttl time.Duration) error {
 // expired and was taken over releases the newer claim too; that only lets
 // one more delivery of the ID through, which at-least-once delivery allows.
 func (b *Badger) Release(ctx context.Context, c Claim) error {
-	ek, _, err := keys(c)
+	ids, _, err := keys(c)
 	if err != nil {
 		return fmt.Errorf("dedupe: release: %w", err)
 	}
-	if ek != nil {
-		b.claims.drop(ek)
-	}
+	b.claims.dropAll(ids)
 	return nil
 }
 
@@ -200,11 +195,21 @@ func (b *Badger) update(ctx context.Context, op string, fn func(*badger.Txn) err
 	return nil
 }
 
-// keys returns the event and version keys of c, nil for the parts it leaves off.
-func keys(c Claim) (event, version []byte, err error) {
+// keys returns the keys that deduplicate c (its event ID's, then its digest's if it has one)
+// and its version key; nil for the parts it leaves off.
+func keys(c Claim) (ids [][]byte, version []byte, err error) {
 	if c.ID != "" {
-		if event, err = key(c.Namespace, kindEvent, c.ID); err != nil {
+		event, err := key(c.Namespace, kindEvent, c.ID)
+		if err != nil {
 			return nil, nil, err
+		}
+		ids = append(ids, event)
+		if c.Digest != "" {
+			digest, err := key(c.Namespace, kindDigest, c.Digest)
+			if err != nil {
+				return nil, nil, err
+			}
+			ids = append(ids, digest)
 		}
 	}
 	if c.Entity != "" {
@@ -212,7 +217,7 @@ func keys(c Claim) (event, version []byte, err error) {
 			return nil, nil, err
 		}
 	}
-	return event, version, nil
+	return ids, version, nil
 }
 
 // getEvent returns the state of a live event record, or 0 if there is none
@@ -278,19 +283,29 @@ func (quietLogger) Debugf(string, ...any)       {}
 
 var _ Ledger = (*Badger)(nil)
 
-// idOutcome is what the ledger holds of an event ID: Duplicate (done), or Claimed when it is new.
-// A nil key (dedupe off) is always new. Claims in flight are in memory (claims.go).
-func idOutcome(txn *badger.Txn, ek []byte, now time.Time) (Outcome, error) {
-	if ek == nil {
-		return Claimed, nil
-	}
-	switch state, err := getEvent(txn, ek, now); {
-	case err != nil:
-		return 0, err
-	case state == stateDone:
-		return Duplicate, nil
+// idOutcome is what the ledger holds of an event's dedupe keys (keys): Duplicate if any is done,
+// or Claimed when all are new. No keys (dedupe off) is always new. Claims in flight are in memory
+// (claims.go).
+func idOutcome(txn *badger.Txn, ids [][]byte, now time.Time) (Outcome, error) {
+	for _, k := range ids {
+		switch state, err := getEvent(txn, k, now); {
+		case err != nil:
+			return 0, err
+		case state == stateDone:
+			return Duplicate, nil
+		}
 	}
 	return Claimed, nil
+}
+
+// markDone records every dedupe key of an event as done until expires.
+func markDone(txn *badger.Txn, ids [][]byte, expires time.Time) error {
+	for _, k := range ids {
+		if err := txn.SetEntry(expiringEntry(k, eventValue(stateDone, expires), expires)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // versionOutcome is Stale when version is not newer than the entity's stored one, else Claimed.

@@ -53,6 +53,34 @@ func (t *claimTable) held(k []byte, now time.Time) bool {
 	return ok && now.Before(end)
 }
 
+// takeAll claims every key in ks until until, or none of them if a live claim holds any.
+func (t *claimTable) takeAll(ks [][]byte, now, until time.Time) bool {
+	for i, k := range ks {
+		if !t.take(k, now, until) {
+			t.dropAll(ks[:i])
+			return false
+		}
+	}
+	return true
+}
+
+// heldAny reports whether a live claim holds any key in ks.
+func (t *claimTable) heldAny(ks [][]byte, now time.Time) bool {
+	for _, k := range ks {
+		if t.held(k, now) {
+			return true
+		}
+	}
+	return false
+}
+
+// dropAll ends the claims of every key in ks.
+func (t *claimTable) dropAll(ks [][]byte) {
+	for _, k := range ks {
+		t.drop(k)
+	}
+}
+
 // drop ends the claim of k.
 func (t *claimTable) drop(k []byte) {
 	t.mu.Lock()

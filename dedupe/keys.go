@@ -12,6 +12,7 @@ import (
 // no NUL, so the first NUL ends it and IDs or entities may contain any bytes.
 const (
 	kindEvent   = 'e'
+	kindDigest  = 'h' // an event's signed-bytes digest, recorded as an event ID is
 	kindVersion = 'v'
 )
 

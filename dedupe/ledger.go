@@ -46,6 +46,11 @@ type Claim struct {
 	Namespace string
 	// ID is the event ID; "" means dedupe is off for this route (only the version is checked).
 	ID string
+	// Digest identifies the signed bytes (a hash of them) when the signature does not cover the
+	// ID, so the ID alone proves nothing: it is deduplicated alongside ID, checked and recorded
+	// in the same step, and a request replayed under a fresh ID is a Duplicate. "" when the
+	// signature covers the ID; ignored when ID is "".
+	Digest string
 	// Entity is the entity key; "" when versions are not configured.
 	Entity string
 	// Version is the event's version (see ParseVersion); compared only when Entity != "".
@@ -58,8 +63,8 @@ type Claim struct {
 // Ledger records event IDs and entity versions. Implementations must make
 // Claim atomic: of many concurrent Claims of one ID exactly one gets Claimed.
 type Ledger interface {
-	// Claim, atomically: ID done → Duplicate; ID claimed with live lease →
-	// InFlight; Entity set and Version <= stored version → Stale (nothing
+	// Claim, atomically: ID (or Digest) done → Duplicate; ID (or Digest)
+	// claimed with live lease → InFlight; Entity set and Version <= stored version → Stale (nothing
 	// held); else holds a claim for the lease → Claimed. A claim need not be
 	// durable: one lost with the process is a lapsed lease.
 	Claim(ctx context.Context, c Claim) (Outcome, error)

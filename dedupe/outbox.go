@@ -57,10 +57,11 @@ func (ev *Event) After() Cursor { return Cursor{AcceptedAt: ev.AcceptedAt, ID: e
 // Outbox is the durable queue behind async mode. Implementations must make Accept atomic and
 // durable: an event is acknowledged to the provider only after Accept returns nil.
 type Outbox interface {
-	// Accept, in one transaction synced to disk before it returns: c.ID already done, or queued
-	// in any state → Duplicate; c.ID claimed with a live lease → InFlight; c.Entity set and
-	// c.Version <= the entity's accepted version → Stale; otherwise it marks c.ID done for
-	// dedupeTTL (skipped when c.ID is ""), advances the entity's accepted version, stores ev as
+	// Accept, in one transaction synced to disk before it returns: c.ID (or c.Digest) already
+	// done, or queued in any state → Duplicate; c.ID (or c.Digest) claimed with a live lease →
+	// InFlight; c.Entity set and
+	// c.Version <= the entity's accepted version → Stale; otherwise it marks c.ID and c.Digest done
+	// for dedupeTTL (skipped when c.ID is ""), advances the entity's accepted version, stores ev as
 	// Pending due at ev.AcceptedAt, and returns Claimed. ev.ID is the key (set even when c.ID is "").
 	Accept(ctx context.Context, c Claim, ev *Event, dedupeTTL time.Duration) (Outcome, error)
 	// Lease hands out up to n Pending events of namespace due at or before now, earliest first,

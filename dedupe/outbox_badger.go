@@ -26,7 +26,7 @@ func (b *Badger) Accept(ctx context.Context, c Claim, ev *Event, dedupeTTL time.
 	if err != nil {
 		return 0, fmt.Errorf("dedupe: accept: %w", err)
 	}
-	ek, vk, err := keys(c)
+	ids, vk, err := keys(c)
 	if err != nil {
 		return 0, fmt.Errorf("dedupe: accept: %w", err)
 	}
@@ -49,11 +49,11 @@ func (b *Badger) Accept(ctx context.Context, c Claim, ev *Event, dedupeTTL time.
 	err = b.update(ctx, "accept", func(txn *badger.Txn) error {
 		now := time.Now()
 		var err error
-		if ek != nil && b.claims.held(ek, now) {
+		if b.claims.heldAny(ids, now) {
 			out = InFlight
 			return nil
 		}
-		if out, err = idOutcome(txn, ek, now); err != nil || out != Claimed {
+		if out, err = idOutcome(txn, ids, now); err != nil || out != Claimed {
 			return err
 		}
 		old, live, err := getRecord(txn, ok.record, now)
@@ -72,11 +72,8 @@ func (b *Badger) Accept(ctx context.Context, c Claim, ev *Event, dedupeTTL time.
 				return err
 			}
 		}
-		if ek != nil {
-			expires := now.Add(dedupeTTL)
-			if err := txn.SetEntry(expiringEntry(ek, eventValue(stateDone, expires), expires)); err != nil {
-				return err
-			}
+		if err := markDone(txn, ids, now.Add(dedupeTTL)); err != nil {
+			return err
 		}
 		// old is an expired record of a reused ID whose Badger TTL has not
 		// yet dropped it; reindex removes its index entries.

@@ -32,6 +32,8 @@ type Result struct {
 	ID string
 	// Timestamp is the signed timestamp, zero if the scheme has none.
 	Timestamp time.Time
+	// rawTimestamp is the timestamp as signed, for SignedDigest.
+	rawTimestamp string
 }
 
 // New validates a copy of c and decodes every secret per its SecretEncoding.
@@ -96,7 +98,7 @@ func (v *Verifier) Verify(h http.Header, body []byte, now time.Time) (Result, er
 		if err != nil {
 			return Result{}, failure(MalformedTimestamp, "malformed timestamp in "+v.timestampSource()+": "+err.Error())
 		}
-		result.Timestamp = timestamp
+		result.Timestamp, result.rawTimestamp = timestamp, rawTimestamp
 	}
 
 	if v.config.IDHeader != "" {
@@ -191,22 +193,33 @@ func (v *Verifier) matchAny(encoded []string, id, timestamp string, body []byte)
 	return failure(SignatureMismatch, "signature mismatch: no signature in "+v.config.SignatureHeader+" matches the request")
 }
 
+// maxEncodedSize is the longest encoded MAC accepted: sha512 in hex.
+const maxEncodedSize = 2 * maxMACSize
+
 // decodeSignature decodes one encoded MAC into the start of dst. It reports
-// false if the text has the wrong length or alphabet.
+// false if the text has the wrong length, alphabet or padding.
 func (v *Verifier) decodeSignature(encoded string, dst *[maxMACSize]byte) bool {
 	if len(encoded) != v.encodedSize {
 		return false
 	}
-	var text [2 * maxMACSize]byte // fixed buffer: decoding a string without allocating
+	var text [maxEncodedSize]byte // fixed buffers: decoding a string without allocating
 	src := text[:copy(text[:], encoded)]
+	// Text of the right length can still decode to more than macSize bytes
+	// (unpadded base64: 88 characters are 66 bytes), so decode into a buffer
+	// sized for the text, not for the MAC, then check the size.
+	var decoded [maxEncodedSize]byte
 	var n int
 	var err error
 	if v.config.Encoding == EncodingBase64 {
-		n, err = base64.StdEncoding.Decode(dst[:], src)
+		n, err = base64.StdEncoding.Decode(decoded[:], src)
 	} else {
-		n, err = hex.Decode(dst[:], src)
+		n, err = hex.Decode(decoded[:], src)
 	}
-	return err == nil && n == v.macSize
+	if err != nil || n != v.macSize {
+		return false
+	}
+	copy(dst[:], decoded[:n])
+	return true
 }
 
 func (v *Verifier) checkFreshness(timestamp, now time.Time) *Error {
