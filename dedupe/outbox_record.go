@@ -35,6 +35,10 @@ type outboxRecord struct {
 // recordFormat is the first byte of an encoded record, for a later change of layout.
 const recordFormat = 1
 
+// maxRecordLen bounds a stored record's value but for its last error: the expiry, the format,
+// state and leased bytes, and five varints (see encode).
+const maxRecordLen = nanosLen + 3 + 5*binary.MaxVarintLen64
+
 // states numbers the states in a record; 0 is invalid.
 var states = [...]State{1: Pending, 2: Delivered, 3: Dead, 4: Superseded}
 
