@@ -30,10 +30,7 @@ func (b *Badger) Accept(ctx context.Context, c Claim, ev *Event, dedupeTTL time.
 	if err != nil {
 		return 0, fmt.Errorf("dedupe: accept: %w", err)
 	}
-	pay, err := payloadOf(ev).encode()
-	if err != nil {
-		return 0, fmt.Errorf("dedupe: accept: %w", err)
-	}
+	pay := payloadOf(ev).encode()
 	rec := &outboxRecord{State: Pending, AcceptedAt: ev.AcceptedAt, NextAttempt: ev.NextAttempt, UpdatedAt: ev.UpdatedAt}
 	if rec.AcceptedAt.IsZero() {
 		rec.AcceptedAt = time.Now()
