@@ -81,7 +81,7 @@ func (b *Badger) lease(ctx context.Context, namespace string, now time.Time, n i
 }
 
 // leaseRound leases up to n events due at or before now in one transaction, until then, and
-// deletes the stale entries it walks past, within the bounds of one transaction (leaseBudget).
+// deletes the stale entries it walks past, within the bounds of one transaction (outbox_lease_budget.go).
 // cut says it stopped at those bounds, with entries due at now still beyond.
 func (b *Badger) leaseRound(ctx context.Context, namespace string, prefix []byte, now time.Time, n int, until time.Time) (out []*Event, cut bool, err error) {
 	from := b.floors.start(namespace, time.Now())
@@ -101,9 +101,13 @@ func (b *Badger) leaseRound(ctx context.Context, namespace string, prefix []byte
 			if err := txn.Delete(d.key); err != nil {
 				return err
 			}
+			wasLeased := d.rec.Leased
 			d.rec.NextAttempt = until
 			d.rec.Leased = true
 			if err := putRecord(txn, d.keys.record, d.rec, time.Time{}); err != nil {
+				return err
+			}
+			if err := d.keys.setLeased(txn, wasLeased, true); err != nil {
 				return err
 			}
 			if err := txn.Set(d.keys.due(until), nil); err != nil {
@@ -143,14 +147,14 @@ type dueScan struct {
 }
 
 // scanDue finds up to n events due at or before the limit (sortNanos), starting at from, and
-// the stale entries before them, as many as one transaction's bounds take (leaseBudget).
+// the stale entries before them, as many as one transaction's bounds take (outbox_lease_budget.go).
 // Writes must wait until it returns: the iterator is closed by then.
 func scanDue(txn *badger.Txn, namespace string, prefix []byte, from, limit uint64, n int) (dueScan, error) {
 	it := keyIterator(txn, prefix)
 	defer it.Close()
 	now := time.Now()
 	scan := dueScan{earliest: limit}
-	var budget leaseBudget
+	var budget txnBudget
 	for it.Seek(seekKey(prefix, from)); it.Valid(); it.Next() {
 		k := it.Item().KeyCopy(nil)
 		at, id, err := splitIndexKey(k, len(prefix))
@@ -170,14 +174,14 @@ func scanDue(txn *badger.Txn, namespace string, prefix []byte, from, limit uint6
 			return dueScan{}, err
 		}
 		if !live || rec.State != Pending || sortNanos(rec.NextAttempt) != at {
-			if !budget.takeDelete(k) {
+			if len(scan.stale) == leaseDeletes || !budget.take(deleteSize(k)) {
 				scan.earliest, scan.cut = at, true
 				break
 			}
 			scan.stale = append(scan.stale, k)
 			continue
 		}
-		if !budget.takeEvent(k, ok, rec) {
+		if len(scan.due) == leaseEvents || !budget.take(leaseSize(k, ok, rec)) {
 			scan.earliest, scan.cut = at, true
 			break
 		}

@@ -8,54 +8,59 @@ package dedupe
 // a restart), and so did every Lease after it, for good; so did a Lease of thousands of events.
 //
 // So one Lease transaction takes at most leaseDeletes stale entries and leaseEvents events
-// (three entries each), and leaseBytes of entries as Badger counts them: 1,000 + 768 entries,
-// about a quarter of Badger's count, and with 40-byte IDs ~130 KB, a fifth of its bytes, under
-// leaseBytes (a quarter). The rest leaves room for the other requests of its group commit
-// (commit.go), and leaseBytes bounds the rounds of events with long IDs. A Lease goes on in
-// further transactions, up to leaseRounds, so one call does at most 16,000 deletes and leases
-// 4,096 events; the next call continues where it stopped (the floor, outbox_floor.go).
+// (four entries each: see leaseSize), and txnBytes of entries as Badger counts them: 1,000 +
+// 1,024 entries, under a third of Badger's count, and with 40-byte IDs ~150 KB, under txnBytes
+// (a quarter of Badger's bytes). The rest leaves room for the other requests of its group
+// commit (commit.go), and txnBytes bounds the transactions of events with long IDs. A Lease goes
+// on in further transactions, up to leaseRounds, so one call does at most 16,000 deletes and
+// leases 4,096 events; the next call continues where it stopped (the floor, outbox_floor.go).
+// Recovery at open (outbox_recover.go) takes recoverBatch events a transaction, with the same
+// txnBytes.
 const (
 	leaseDeletes = 1000
 	leaseEvents  = 256
-	leaseBytes   = 160 << 10
 	leaseRounds  = 16
+	recoverBatch = 256
+	txnBytes     = 160 << 10
 )
 
 // entryOverhead is what Badger adds to an entry's key and value when it sizes a transaction:
 // two meta bytes and ten for the version (txn.go, checkSize).
 const entryOverhead = 12
 
-// leaseBudget counts the writes one Lease transaction has taken on.
-type leaseBudget struct {
-	deletes, events, bytes int
-}
+// txnBudget counts the bytes of entries a transaction has taken on, up to txnBytes.
+type txnBudget struct{ bytes int }
 
-// takeDelete reports whether the deletion of due-index key k fits, and counts it if so.
-func (b *leaseBudget) takeDelete(k []byte) bool {
-	if b.deletes == leaseDeletes {
-		return false
-	}
-	return b.take(len(k)+entryOverhead, &b.deletes)
-}
-
-// takeEvent reports whether leasing the event whose due entry is k fits, and counts it if so:
-// its due entry is deleted and written again, and its record rewritten.
-func (b *leaseBudget) takeEvent(k []byte, ok outboxKeys, rec *outboxRecord) bool {
-	if b.events == leaseEvents {
-		return false
-	}
-	size := 2*(len(k)+entryOverhead) + len(ok.record) + maxRecordLen + len(rec.LastError) + entryOverhead
-	return b.take(size, &b.events)
-}
-
-// take adds size bytes and one to count, unless that goes past leaseBytes; the first write of
-// a transaction is always taken, so that every round makes progress (a record that fitted in
-// the transaction that wrote it fits in one of its own again).
-func (b *leaseBudget) take(size int, count *int) bool {
-	if b.bytes+size > leaseBytes && b.bytes > 0 {
+// take reports whether size more bytes fit, and counts them if so. The first write of a
+// transaction always fits, so that every transaction makes progress: the writes of one event
+// fitted in the transaction that made them, and fit in one of their own again.
+func (b *txnBudget) take(size int) bool {
+	if b.bytes+size > txnBytes && b.bytes > 0 {
 		return false
 	}
 	b.bytes += size
-	*count++
 	return true
+}
+
+// deleteSize is the size of deleting the key k.
+func deleteSize(k []byte) int { return len(k) + entryOverhead }
+
+// leaseSize is the size of leasing the event whose due entry is k: that entry is deleted and
+// written again at the lease's end, the record rewritten and the leased entry written.
+func leaseSize(k []byte, ok outboxKeys, rec *outboxRecord) int {
+	return 2*deleteSize(k) + recordSize(ok, rec) + len(ok.record) + entryOverhead
+}
+
+// maxIndexExtra is the most an index key adds to a record key: a state, a NUL and the time.
+const maxIndexExtra = len(Superseded) + 1 + nanosLen
+
+// recoverSize is the size of making a leased event due again (store): the record rewritten, its
+// state entry rewritten, its due entry deleted and written, its leased entry deleted.
+func recoverSize(ok outboxKeys, rec *outboxRecord) int {
+	return recordSize(ok, rec) + 4*(len(ok.record)+maxIndexExtra+entryOverhead)
+}
+
+// recordSize is the size of writing rec.
+func recordSize(ok outboxKeys, rec *outboxRecord) int {
+	return len(ok.record) + maxRecordLen + len(rec.LastError) + entryOverhead
 }
