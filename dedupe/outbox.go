@@ -66,8 +66,9 @@ type Outbox interface {
 	Accept(ctx context.Context, c Claim, ev *Event, dedupeTTL time.Duration) (Outcome, error)
 	// Lease hands out up to n Pending events of namespace due at or before now, earliest first,
 	// and moves each one's due time to now+lease so nobody else gets it meanwhile (the events
-	// handed out carry it as NextAttempt: the end of their lease). If the process
-	// dies, they come due again after the lease: delivery is at-least-once.
+	// handed out carry it as NextAttempt: the end of their lease). If the process dies, they
+	// come due again after the lease: delivery is at-least-once. A call's work is bounded, so
+	// it may hand out fewer than n while more are due; the next call goes on.
 	Lease(ctx context.Context, namespace string, now time.Time, n int, lease time.Duration) ([]*Event, error)
 	// Update stores ev after an attempt: Pending (with NextAttempt), Delivered, Dead or
 	// Superseded. Delivered also advances the entity's delivered version. Final states expire

@@ -30,10 +30,7 @@ func (b *Badger) Accept(ctx context.Context, c Claim, ev *Event, dedupeTTL time.
 	if err != nil {
 		return 0, fmt.Errorf("dedupe: accept: %w", err)
 	}
-	pay, err := payloadOf(ev).encode()
-	if err != nil {
-		return 0, fmt.Errorf("dedupe: accept: %w", err)
-	}
+	pay := payloadOf(ev).encode()
 	rec := &outboxRecord{State: Pending, AcceptedAt: ev.AcceptedAt, NextAttempt: ev.NextAttempt, UpdatedAt: ev.UpdatedAt}
 	if rec.AcceptedAt.IsZero() {
 		rec.AcceptedAt = time.Now()
@@ -214,8 +211,8 @@ func (b *Badger) Replay(ctx context.Context, namespace, id string, now time.Time
 
 // store writes rec (expiring at expires, zero for never) and moves the
 // event's index entries from where old had them (old may be nil): a due
-// entry is written while the event is Pending, and the state entry expires
-// with the record.
+// entry is written while the event is Pending, a leased entry while it is
+// Leased, and the state entry expires with the record.
 //
 // An old due entry in the future, such as the lease expiry of an event just
 // delivered, is left in place: a Lease drops it as stale when it comes due.
@@ -232,6 +229,9 @@ func (b *Badger) store(txn *badger.Txn, ok outboxKeys, old, rec *outboxRecord, e
 		rec.NextAttempt = now
 	}
 	if err := putRecord(txn, ok.record, rec, expires); err != nil {
+		return err
+	}
+	if err := ok.setLeased(txn, old != nil && old.Leased, rec.Leased); err != nil {
 		return err
 	}
 	var oldDue, oldState []byte

@@ -19,6 +19,10 @@ import (
 //	"<ns>\x00q\x00<8-byte due nanos><id>"        due index of Pending events, empty value
 //	"<ns>\x00s\x00<state>\x00<8-byte nanos><id>" state index by accept time, empty value
 //	"<ns>\x00d\x00<entity>"                      newest delivered version, as versionValue
+//	"<ns>\x00l\x00<id>"                          leased index: events handed out by Lease and not yet updated, empty value
+//
+// The leased index is what recovery at open reads (outbox_recover.go), instead of every key; it
+// is written and deleted in the transactions that set and clear a record's Leased.
 //
 // The accepted version of an entity is the ledger's own version record
 // ('v'), so sync and async routes of one namespace agree on staleness.
@@ -28,6 +32,7 @@ const (
 	kindDue       = 'q'
 	kindState     = 's'
 	kindDelivered = 'd'
+	kindLeased    = 'l'
 )
 
 // nanosLen is the length of the big-endian time prefix in index keys.
@@ -54,6 +59,23 @@ func keysFor(namespace, id string) (outboxKeys, error) {
 // due is the due-index key of the event at t.
 func (k outboxKeys) due(t time.Time) []byte {
 	return indexKey(k.ns, kindDue, "", t, k.id)
+}
+
+// leased is the event's key in the leased index.
+func (k outboxKeys) leased() []byte {
+	lk, _ := key(k.ns, kindLeased, k.id) // namespace already checked
+	return lk
+}
+
+// setLeased adds the event to the leased index or takes it out, when that changes.
+func (k outboxKeys) setLeased(txn *badger.Txn, was, is bool) error {
+	switch {
+	case is && !was:
+		return txn.Set(k.leased(), nil)
+	case was && !is:
+		return txn.Delete(k.leased())
+	}
+	return nil
 }
 
 // state is the state-index key of the event in state s, accepted at t.

@@ -23,9 +23,13 @@ import (
 // optimistic conflicts; there, of two that took the same event the later
 // one to commit fails and is retried against the winner's writes.)
 //
-// An index entry that does not match its record is skipped and deleted; the
-// writes of this package move a record's entries in the same transaction as
-// the record, so that is only a safety net.
+// An index entry that does not match its record, such as the lease expiry of
+// an event delivered or rescheduled within its lease (see store), is deleted
+// as the scan walks past it. Thousands of those can come due at once, and a
+// caller can ask for thousands of events, so the work of one transaction is
+// bounded (outbox_lease_budget.go): a call goes on in further transactions,
+// a bounded number of them, and may hand out fewer than n events while more
+// are due; the next call carries on from where it stopped.
 func (b *Badger) Lease(ctx context.Context, namespace string, now time.Time, n int, lease time.Duration) ([]*Event, error) {
 	turn, ok := b.leasing.Load(namespace)
 	if !ok {
@@ -40,7 +44,11 @@ func (b *Badger) Lease(ctx context.Context, namespace string, now time.Time, n i
 	return b.lease(ctx, namespace, now, n, lease)
 }
 
-// lease is Lease without taking turns, safe all the same.
+// lease is Lease without taking turns, safe all the same. It leases in rounds of one bounded
+// transaction each (leaseRound), until it has n events, reaches the events due at now, or has
+// done leaseRounds, so that a call's work is bounded too. Events already leased when a later
+// round fails are handed out all the same, as a committed lease must be; the next call meets
+// the error again.
 func (b *Badger) lease(ctx context.Context, namespace string, now time.Time, n int, lease time.Duration) ([]*Event, error) {
 	if lease <= 0 {
 		return nil, fmt.Errorf("dedupe: lease: lease must be positive, got %v", lease)
@@ -52,31 +60,54 @@ func (b *Badger) lease(ctx context.Context, namespace string, now time.Time, n i
 	if n <= 0 {
 		return nil, nil
 	}
-	until := now.Add(lease)
-	from := b.floors.start(namespace, time.Now())
 	var out []*Event
-	var earliest uint64
+	for round := range leaseRounds {
+		if len(out) == n || (round > 0 && ctx.Err() != nil) {
+			break
+		}
+		evs, cut, err := b.leaseRound(ctx, namespace, prefix, now, n-len(out), now.Add(lease))
+		if err != nil {
+			if len(out) > 0 {
+				break
+			}
+			return nil, err
+		}
+		out = append(out, evs...)
+		if !cut {
+			break
+		}
+	}
+	return out, nil
+}
+
+// leaseRound leases up to n events due at or before now in one transaction, until then, and
+// deletes the stale entries it walks past, within the bounds of one transaction (outbox_lease_budget.go).
+// cut says it stopped at those bounds, with entries due at now still beyond.
+func (b *Badger) leaseRound(ctx context.Context, namespace string, prefix []byte, now time.Time, n int, until time.Time) (out []*Event, cut bool, err error) {
+	from := b.floors.start(namespace, time.Now())
+	var scan dueScan
 	err = b.update(ctx, "lease", func(txn *badger.Txn) error {
 		out = out[:0]
-		var due []dueEvent
-		var stale [][]byte
 		var err error
-		due, stale, earliest, err = scanDue(txn, namespace, prefix, from, sortNanos(now), n)
-		if err != nil {
+		if scan, err = scanDue(txn, namespace, prefix, from, sortNanos(now), n); err != nil {
 			return err
 		}
-		for _, k := range stale {
+		for _, k := range scan.stale {
 			if err := txn.Delete(k); err != nil {
 				return err
 			}
 		}
-		for _, d := range due {
+		for _, d := range scan.due {
 			if err := txn.Delete(d.key); err != nil {
 				return err
 			}
+			wasLeased := d.rec.Leased
 			d.rec.NextAttempt = until
 			d.rec.Leased = true
 			if err := putRecord(txn, d.keys.record, d.rec, time.Time{}); err != nil {
+				return err
+			}
+			if err := d.keys.setLeased(txn, wasLeased, true); err != nil {
 				return err
 			}
 			if err := txn.Set(d.keys.due(until), nil); err != nil {
@@ -92,10 +123,10 @@ func (b *Badger) lease(ctx context.Context, namespace string, now time.Time, n i
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	b.floors.raise(namespace, earliest)
-	return out, nil
+	b.floors.raise(namespace, scan.earliest)
+	return out, scan.cut, nil
 }
 
 // dueEvent is a Pending event found in the due index.
@@ -105,39 +136,56 @@ type dueEvent struct {
 	rec  *outboxRecord
 }
 
-// scanDue returns up to n events due at or before the limit (sortNanos), in
-// due order, starting at from; the due-index keys that were found not to
-// match their record; and the due time of the earliest entry it leaves in
-// place (limit when it found none). Writes must wait until it returns: the
-// iterator is closed by then.
-func scanDue(txn *badger.Txn, namespace string, prefix []byte, from, limit uint64, n int) (due []dueEvent, stale [][]byte, earliest uint64, err error) {
+// dueScan is what scanDue found.
+type dueScan struct {
+	due   []dueEvent // events to lease, in due order
+	stale [][]byte   // due-index keys found not to match their record, to delete
+	// earliest is the due time of the earliest entry the scan leaves in place (the limit
+	// when it found none): the floor, once the transaction is committed.
+	earliest uint64
+	cut      bool // stopped at the bounds of one transaction, before the limit
+}
+
+// scanDue finds up to n events due at or before the limit (sortNanos), starting at from, and
+// the stale entries before them, as many as one transaction's bounds take (outbox_lease_budget.go).
+// Writes must wait until it returns: the iterator is closed by then.
+func scanDue(txn *badger.Txn, namespace string, prefix []byte, from, limit uint64, n int) (dueScan, error) {
 	it := keyIterator(txn, prefix)
 	defer it.Close()
 	now := time.Now()
-	earliest = limit
+	scan := dueScan{earliest: limit}
+	var budget txnBudget
 	for it.Seek(seekKey(prefix, from)); it.Valid(); it.Next() {
 		k := it.Item().KeyCopy(nil)
 		at, id, err := splitIndexKey(k, len(prefix))
 		if err != nil {
-			return nil, nil, 0, err
+			return dueScan{}, err
 		}
-		if at > limit || len(due) == n {
-			earliest = min(at, limit)
+		if at > limit || len(scan.due) == n {
+			scan.earliest = min(at, limit)
 			break
 		}
 		ok, err := keysFor(namespace, id)
 		if err != nil {
-			return nil, nil, 0, err
+			return dueScan{}, err
 		}
 		rec, live, err := getRecord(txn, ok.record, now)
 		if err != nil {
-			return nil, nil, 0, err
+			return dueScan{}, err
 		}
 		if !live || rec.State != Pending || sortNanos(rec.NextAttempt) != at {
-			stale = append(stale, k)
+			if len(scan.stale) == leaseDeletes || !budget.take(deleteSize(k)) {
+				scan.earliest, scan.cut = at, true
+				break
+			}
+			scan.stale = append(scan.stale, k)
 			continue
 		}
-		due = append(due, dueEvent{key: k, keys: ok, rec: rec})
+		if len(scan.due) == leaseEvents || !budget.take(leaseSize(k, ok, rec)) {
+			scan.earliest, scan.cut = at, true
+			break
+		}
+		scan.due = append(scan.due, dueEvent{key: k, keys: ok, rec: rec})
 	}
-	return due, stale, earliest, nil
+	return scan, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"time"
@@ -34,6 +35,10 @@ type outboxRecord struct {
 
 // recordFormat is the first byte of an encoded record, for a later change of layout.
 const recordFormat = 1
+
+// maxRecordLen bounds a stored record's value but for its last error: the expiry, the format,
+// state and leased bytes, and five varints (see encode).
+const maxRecordLen = nanosLen + 3 + 5*binary.MaxVarintLen64
 
 // states numbers the states in a record; 0 is invalid.
 var states = [...]State{1: Pending, 2: Delivered, 3: Dead, 4: Superseded}
@@ -93,10 +98,11 @@ func decodeRecord(v []byte) (*outboxRecord, error) {
 	return r, nil
 }
 
-// payload is the request as accepted. Its value is a uvarint length, that
-// many bytes of JSON, and then the raw body, so a MiB body is stored as a
-// MiB, not as 1.33 MiB of base64. Once the event is delivered or superseded
-// its body and headers are dropped (see shed) and the body's size is kept.
+// payload is the request as accepted. Its value is a zero byte, the format, the fields in
+// binary (see encode) and then the raw body, so a MiB body is stored as a MiB, and header values
+// that are not UTF-8 are kept as they arrived. Once the event is delivered or superseded its
+// body and headers are dropped (see shed) and the body's size is kept. The JSON tags are those
+// of the earlier format (decodeJSONPayload).
 type payload struct {
 	Entity    string      `json:"entity,omitempty"`
 	Version   int64       `json:"version,omitempty"`
@@ -115,19 +121,80 @@ func payloadOf(ev *Event) *payload {
 	}
 }
 
-func (p *payload) encode() ([]byte, error) {
-	meta, err := json.Marshal(p)
-	if err != nil {
-		return nil, fmt.Errorf("encoding event: %w", err)
+// payloadFormat is the second byte of an encoded payload. The first is 0, which no payload of
+// the earlier format starts with: that is the uvarint length of its JSON, never empty.
+const payloadFormat = 1
+
+// encode lays the payload out as 0, the format, the version as a varint and the body's size as
+// a uvarint, then entity, method, URI, scheme, the number of header names and each name with
+// its number of values and the values (strings as a uvarint length and the bytes), and the body.
+func (p *payload) encode() []byte {
+	// 0, the format, and seven numbers: version, body size, four string lengths, header names.
+	size := 2 + 7*binary.MaxVarintLen64 + len(p.Entity) + len(p.Method) + len(p.URI) + len(p.Scheme) + len(p.body)
+	for name, values := range p.Header {
+		size += 2*binary.MaxVarintLen64 + len(name)
+		for _, value := range values {
+			size += binary.MaxVarintLen64 + len(value)
+		}
 	}
-	v := make([]byte, 0, binary.MaxVarintLen64+len(meta)+len(p.body))
-	v = binary.AppendUvarint(v, uint64(len(meta)))
-	v = append(v, meta...)
-	return append(v, p.body...), nil
+	v := make([]byte, 0, size)
+	v = append(v, 0, payloadFormat)
+	v = binary.AppendVarint(v, p.Version)
+	v = binary.AppendUvarint(v, uint64(p.BodyBytes))
+	for _, s := range []string{p.Entity, p.Method, p.URI, p.Scheme} {
+		v = appendString(v, s)
+	}
+	v = binary.AppendUvarint(v, uint64(len(p.Header)))
+	for _, name := range slices.Sorted(maps.Keys(p.Header)) {
+		v = appendString(v, name)
+		v = binary.AppendUvarint(v, uint64(len(p.Header[name])))
+		for _, value := range p.Header[name] {
+			v = appendString(v, value)
+		}
+	}
+	return append(v, p.body...)
+}
+
+func appendString(v []byte, s string) []byte {
+	return append(binary.AppendUvarint(v, uint64(len(s))), s...)
 }
 
 // decodePayload decodes v, which the payload then owns (the body aliases it).
 func decodePayload(v []byte) (*payload, error) {
+	if len(v) > 0 && v[0] != 0 {
+		return decodeJSONPayload(v)
+	}
+	if len(v) < 2 || v[1] != payloadFormat {
+		return nil, fmt.Errorf("corrupt event payload of %d bytes", len(v))
+	}
+	r := byteReader{rest: v[2:]}
+	p := &payload{Version: r.varint(), BodyBytes: int(r.uvarint())}
+	for _, s := range []*string{&p.Entity, &p.Method, &p.URI, &p.Scheme} {
+		*s = r.string()
+	}
+	if names := r.count(); names > 0 {
+		p.Header = make(http.Header, names)
+		for range names {
+			name := r.string()
+			values := make([]string, r.count())
+			for i := range values {
+				values[i] = r.string()
+			}
+			p.Header[name] = values
+		}
+	}
+	if r.failed {
+		return nil, fmt.Errorf("corrupt event payload of %d bytes", len(v))
+	}
+	if len(r.rest) > 0 {
+		p.body = r.rest
+	}
+	return p, nil
+}
+
+// decodeJSONPayload decodes the earlier format: a uvarint length, that many bytes of JSON and
+// the body.
+func decodeJSONPayload(v []byte) (*payload, error) {
 	n, w := binary.Uvarint(v)
 	if w <= 0 || n > uint64(len(v)-w) {
 		return nil, fmt.Errorf("corrupt event payload of %d bytes", len(v))
@@ -140,6 +207,53 @@ func decodePayload(v []byte) (*payload, error) {
 		p.body = body
 	}
 	return p, nil
+}
+
+// byteReader reads the fields of an encoded payload; once one is cut short, failed is set and
+// every later read returns zero.
+type byteReader struct {
+	rest   []byte
+	failed bool
+}
+
+func (r *byteReader) uvarint() uint64 {
+	n, w := binary.Uvarint(r.rest)
+	if w <= 0 || r.failed {
+		r.failed = true
+		return 0
+	}
+	r.rest = r.rest[w:]
+	return n
+}
+
+func (r *byteReader) varint() int64 {
+	n, w := binary.Varint(r.rest)
+	if w <= 0 || r.failed {
+		r.failed = true
+		return 0
+	}
+	r.rest = r.rest[w:]
+	return n
+}
+
+// count reads a number of items that follow, each at least one byte long.
+func (r *byteReader) count() int {
+	n := r.uvarint()
+	if n > uint64(len(r.rest)) {
+		r.failed = true
+		return 0
+	}
+	return int(n)
+}
+
+func (r *byteReader) string() string {
+	n := r.count()
+	if r.failed {
+		return ""
+	}
+	s := string(r.rest[:n])
+	r.rest = r.rest[n:]
+	return s
 }
 
 // event assembles the Event the Outbox hands out.
@@ -229,11 +343,7 @@ func shed(txn *badger.Txn, k []byte, expires time.Time) (*payload, error) {
 	}
 	meta := *p
 	meta.Header, meta.body = nil, nil
-	v, err := meta.encode()
-	if err != nil {
-		return nil, err
-	}
-	return p, txn.SetEntry(entry(k, v, expires))
+	return p, txn.SetEntry(entry(k, meta.encode(), expires))
 }
 
 // payloadBytes copies out the stored payload of an event whose record is live.
