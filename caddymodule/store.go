@@ -23,8 +23,14 @@ type pooledLedger struct {
 	dir string
 
 	mu     sync.Mutex
-	ledger *dedupe.Badger
+	ledger store
 	closed bool
+}
+
+// store is what the pool uses of an open *dedupe.Badger; tests wrap one to make it fail.
+type store interface {
+	dedupe.Ledger
+	dedupe.Outbox
 }
 
 func acquireLedger(dir string) (*pooledLedger, error) {
@@ -58,7 +64,7 @@ func (p *pooledLedger) Destruct() error {
 
 // open returns the store, opening it if needed. A failed open is retried on the next request, so a
 // transient problem (another process still holding the lock) does not stick.
-func (p *pooledLedger) open() (*dedupe.Badger, error) {
+func (p *pooledLedger) open() (store, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
 	"sync"
 	"time"
 
@@ -22,7 +21,9 @@ import (
 // The same database is the Outbox of async mode (outbox_badger.go).
 type Badger struct {
 	db *badger.DB
-	gc *collector
+	// log is this store's Badger logger (logger.go).
+	log *storeLogger
+	gc  *collector
 	// commits is the only writer (commit.go); nil only in the
 	// per-transaction mode the benchmarks compare it with.
 	commits *committer
@@ -46,11 +47,12 @@ func OpenBadger(dir string) (*Badger, error) {
 // openBadger is OpenBadger, or with perTxnSync every write in its own
 // transaction synced by Badger: the baseline of the benchmarks.
 func openBadger(dir string, perTxnSync bool) (*Badger, error) {
-	db, err := badger.Open(badgerOptions(dir, perTxnSync))
+	log := &storeLogger{}
+	db, err := badger.Open(badgerOptions(dir, perTxnSync).WithLogger(log))
 	if err != nil {
 		return nil, fmt.Errorf("dedupe: open %s: %w", dir, err)
 	}
-	b := &Badger{db: db}
+	b := &Badger{db: db, log: log}
 	if !perTxnSync {
 		b.commits = startCommitter(db)
 	}
@@ -59,7 +61,7 @@ func openBadger(dir string, perTxnSync bool) (*Badger, error) {
 		db.Close()
 		return nil, fmt.Errorf("dedupe: open %s: %w", dir, err)
 	}
-	b.gc = startCollector(db)
+	b.gc = startCollector(db, log)
 	return b, nil
 }
 
@@ -265,16 +267,6 @@ func expiringEntry(k, v []byte, expires time.Time) *badger.Entry {
 	e.ExpiresAt = uint64(expires.Unix()) + 1
 	return e
 }
-
-// quietLogger hands Badger's warnings and errors to the standard logger
-// (which Caddy redirects into its own log) and drops its chatty Info/Debug
-// lines, which report routine compactions and replays.
-type quietLogger struct{}
-
-func (quietLogger) Errorf(f string, a ...any)   { log.Printf("badger: ERROR: "+f, a...) }
-func (quietLogger) Warningf(f string, a ...any) { log.Printf("badger: WARNING: "+f, a...) }
-func (quietLogger) Infof(string, ...any)        {}
-func (quietLogger) Debugf(string, ...any)       {}
 
 var _ Ledger = (*Badger)(nil)
 

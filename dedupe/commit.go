@@ -44,6 +44,9 @@ var errClosed = errors.New("store is closed")
 // their callers had already seen.
 type committer struct {
 	db *badger.DB
+	// commitTxn commits a group's transaction: (*badger.Txn).Commit, which
+	// tests replace to inject a failure.
+	commitTxn func(*badger.Txn) error
 
 	mu     sync.Mutex
 	wake   sync.Cond // signalled when queue grows or closed is set
@@ -70,7 +73,7 @@ const (
 )
 
 func startCommitter(db *badger.DB) *committer {
-	c := &committer{db: db, exited: make(chan struct{})}
+	c := &committer{db: db, commitTxn: (*badger.Txn).Commit, exited: make(chan struct{})}
 	c.wake.L = &c.mu
 	go c.run()
 	return c
@@ -199,5 +202,5 @@ func (c *committer) try(group []*request) (n, failed int, err error) {
 		return 0, i, err
 	}
 	c.groups.Add(1)
-	return len(group), -1, txn.Commit()
+	return len(group), -1, c.commitTxn(txn)
 }

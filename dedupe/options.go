@@ -11,6 +11,8 @@ import (
 // 150 MiB with a million events in the ledger), not for Badger's defaults of
 // several hundred MiB of memtables and caches.
 //
+// The logger is set by the caller: each store has its own (logger.go).
+//
 // perTxnSync picks Badger's own durability per transaction instead of the
 // group committer (see commit.go); only the benchmarks use it, as the
 // baseline the committer is measured against.
@@ -33,7 +35,6 @@ func badgerOptions(dir string, perTxnSync bool) badger.Options {
 		// and a list of committed write-sets. The per-transaction baseline
 		// has concurrent writers and needs it.
 		WithDetectConflicts(perTxnSync).
-		WithLogger(quietLogger{}).
 		WithMetricsEnabled(false).
 		// A memtable's arena is MemTableSize plus 30%, allocated whole on
 		// the Go heap when the memtable is created, so each costs up to
