@@ -5,6 +5,16 @@ import (
 	"github.com/dgraph-io/badger/v4/options"
 )
 
+// valueLogFileSize is the size of a value-log file, which is also the largest
+// value Badger stores (see MaxPayload).
+const valueLogFileSize = 8 << 20
+
+// MaxPayload is the largest event the Badger outbox queues, in bytes: its
+// body plus its method, URI, headers and metadata as stored (headers as
+// JSON). Badger refuses a value larger than a value-log file; Accept refuses
+// a bigger event with ErrTooLarge.
+const MaxPayload = valueLogFileSize
+
 // badgerOptions is the one place the store's Badger profile is chosen. The
 // gateway runs at the edge next to Caddy, so the profile is sized for a
 // resident set of tens of MiB (targets: 64 MiB idle for the whole process,
@@ -64,7 +74,7 @@ func badgerOptions(dir string, perTxnSync bool) badger.Options {
 		// (gc.go) reclaims. Smaller value-log files are mapped in less
 		// memory (Badger maps twice the size) and are reclaimed sooner.
 		WithValueThreshold(1 << 10).
-		WithValueLogFileSize(8 << 20).
+		WithValueLogFileSize(valueLogFileSize).
 		// Badger needs at least two compactors (the first one prefers L0);
 		// more would only add goroutines and parallel table builds.
 		WithNumCompactors(2).
