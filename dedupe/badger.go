@@ -189,9 +189,9 @@ func (b *Badger) closeWriter() {
 
 // update runs fn as one atomic write that is synced when update returns,
 // and wraps errors with op, without the key or value bytes Badger may have
-// put in them. fn may run more than once and must set its
-// results afresh each time; it runs on the committer, so it must not call
-// back into the store.
+// put in them. fn may run more than once and must set its results afresh
+// each time; it runs on the committer, so it must not call back into the
+// store.
 func (b *Badger) update(ctx context.Context, op string, fn func(*badger.Txn) error) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("dedupe: %s: %w", op, err)

@@ -184,8 +184,9 @@ func (c *committer) commit(group []*request) {
 
 // try applies group in order in one transaction. If every request's
 // function succeeds, it commits and returns len(group), -1 and the commit's
-// error, or the store's failure if Badger logged one meanwhile (any of them
-// fails the store, see failure.go); on a failed store it applies nothing. If one fails, it discards the transaction and returns 0, its index
+// error, or the store's failure if Badger logged one meanwhile (either fails
+// the store, see failure.go; a failed store applies nothing). If one fails,
+// it discards the transaction and returns 0, its index
 // and its error; except that a request that does not fit in the transaction
 // (ErrTxnTooBig) after others did is left for the next one, and the
 // requests before it are committed alone: n < len(group).
