@@ -1,11 +1,31 @@
 package caddymodule
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
+	"github.com/dustin/go-humanize"
+
 	"github.com/hookgate/hookgate/dedupe"
 )
+
+// maxAsyncBody is the largest max_body of an async route: the queue stores an event of at most
+// dedupe.MaxPayload bytes, and 1 MiB of it (Go's default limit on request headers, 64 times
+// Caddy's) is left for the headers and request line stored with the body. A request whose
+// headers take more, under a raised max_header_size, is answered 413 (dedupe.ErrTooLarge).
+const maxAsyncBody = dedupe.MaxPayload - http.DefaultMaxHeaderBytes
+
+// checkAsyncMaxBody refuses, at provision, a max_body that an async route could not queue:
+// every request near it would be refused.
+func (h *Handler) checkAsyncMaxBody() error {
+	if h.Forward == nil || h.MaxBody <= maxAsyncBody {
+		return nil
+	}
+	return fmt.Errorf("hookgate: max_body %s is too large for an async route: the queue stores at most %s per event, headers included, so max_body may be at most %s",
+		humanize.IBytes(uint64(h.MaxBody)), humanize.IBytes(dedupe.MaxPayload), humanize.IBytes(maxAsyncBody))
+}
 
 // enqueue is async mode's hand-on: the dedupe record, the version advance and the queued event
 // are committed in one synced ledger transaction, and only then does the provider get 202.
@@ -27,6 +47,9 @@ func (h *Handler) enqueue(out *outcome, r *http.Request, body []byte, claim dedu
 		out.event(ev.ID, ev.Scheme)
 	}
 	found, err := h.ledger.Accept(r.Context(), claim, ev, time.Duration(h.DedupeTTL))
+	if errors.Is(err, dedupe.ErrTooLarge) {
+		return out.reject(http.StatusRequestEntityTooLarge, "request too large to queue (body and headers over "+humanize.IBytes(dedupe.MaxPayload)+")")
+	}
 	if answered, err := h.answerUnlessNew(out, "accept", found, err); answered {
 		return err
 	}

@@ -58,6 +58,7 @@ type Handler struct {
 	Lease caddy.Duration `json:"lease,omitempty"`
 
 	// MaxBody is the largest accepted request body, in bytes; larger ones get 413. Default: 1 MiB.
+	// At most 7 MiB on an async route (see maxAsyncBody).
 	MaxBody int64 `json:"max_body,omitempty"`
 
 	// ID says where the event ID is: a header or a JSON path (gjson syntax) in the body.
@@ -288,6 +289,9 @@ func (h *Handler) storageDir() (string, error) {
 func (h *Handler) Validate() error {
 	if h.MaxBody < 0 {
 		return fmt.Errorf("hookgate: max_body must be positive")
+	}
+	if err := h.checkAsyncMaxBody(); err != nil {
+		return err
 	}
 	if h.DedupeTTL < 0 || h.Lease < 0 || h.Tolerance < 0 {
 		return fmt.Errorf("hookgate: durations must be positive")

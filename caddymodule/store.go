@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
 
 	"github.com/hookgate/hookgate/dedupe"
 )
@@ -17,14 +18,36 @@ import (
 // share one handle rather than each open their own.
 var ledgers = caddy.NewUsagePool()
 
+// reopenDelay is the least time between a store's failure or a failed open and the next open:
+// meanwhile requests are answered 503 at once rather than each trying to open the store.
+const reopenDelay = 2 * time.Second
+
 // pooledLedger opens its store on first use, not at provision time, so that `caddy validate` (a
 // separate process) can provision a config while the server holds the directory's lock.
+//
+// A store that failed a write (dedupe.ErrStoreFailed) refuses everything; the pool then closes it
+// and, on a request at least reopenDelay later, opens the directory again, so the service
+// recovers from what the disk holds without a reload.
 type pooledLedger struct {
 	dir string
 
 	mu     sync.Mutex
-	ledger *dedupe.Badger
-	closed bool
+	ledger store
+	// retiring is closed once a failed store's Close returned; nil when none is closing.
+	retiring chan struct{}
+	// notBefore is when the store may be opened again after a failure.
+	notBefore time.Time
+	closed    bool
+}
+
+// store is what the pool uses of an open *dedupe.Badger; tests wrap one to make it fail.
+type store interface {
+	dedupe.Ledger
+	dedupe.Outbox
+	// Err is non-nil once the store failed a write; it must then be closed and opened again.
+	Err() error
+	// PendingByNamespace counts the pending events of each namespace that has any.
+	PendingByNamespace(ctx context.Context) (map[string]int, error)
 }
 
 func acquireLedger(dir string) (*pooledLedger, error) {
@@ -43,38 +66,83 @@ func (p *pooledLedger) release() error {
 	return err
 }
 
-// Destruct closes the store when no config uses it any more.
+// Destruct closes the store when no config uses it any more, and waits for a failed one being
+// closed, so the directory's lock is free when it returns.
 func (p *pooledLedger) Destruct() error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.closed = true
-	if p.ledger == nil {
+	l, retiring := p.ledger, p.retiring
+	p.ledger = nil
+	p.mu.Unlock()
+	if retiring != nil {
+		<-retiring
+	}
+	if l == nil {
 		return nil
 	}
-	err := p.ledger.Close()
-	p.ledger = nil
-	return err
+	return l.Close()
 }
 
-// open returns the store, opening it if needed. A failed open is retried on the next request, so a
-// transient problem (another process still holding the lock) does not stick.
-func (p *pooledLedger) open() (*dedupe.Badger, error) {
+// open returns the store, opening it if needed. A failed open, or a store that failed, is retried
+// on a request reopenDelay later, so a transient problem (another process still holding the lock,
+// a disk that refused a write) does not stick, and a lasting one costs no open per request.
+func (p *pooledLedger) open() (store, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return nil, errLedgerClosed
 	}
-	if p.ledger == nil {
-		l, err := dedupe.OpenBadger(p.dir)
-		if err != nil {
-			return nil, fmt.Errorf("opening ledger: %w", err)
+	if p.ledger != nil {
+		err := p.ledger.Err()
+		if err == nil {
+			return p.ledger, nil
 		}
-		p.ledger = l
+		p.retire(err)
 	}
-	return p.ledger, nil
+	if p.retiring != nil {
+		select {
+		case <-p.retiring:
+			p.retiring = nil
+		default:
+			return nil, errLedgerReopening
+		}
+	}
+	if time.Now().Before(p.notBefore) {
+		return nil, errLedgerReopening
+	}
+	l, err := dedupe.OpenBadger(p.dir)
+	if err != nil {
+		p.notBefore = time.Now().Add(reopenDelay)
+		return nil, fmt.Errorf("opening ledger: %w", err)
+	}
+	p.ledger = l
+	return l, nil
 }
 
-var errLedgerClosed = errors.New("ledger closed")
+// retire takes the failed store out of use and closes it in the background: Badger's Close
+// writes out its memtable, which on a failing disk may take long, and meanwhile requests are
+// answered 503 at once. The caller holds p.mu.
+func (p *pooledLedger) retire(cause error) {
+	failed := p.ledger
+	p.ledger = nil
+	p.notBefore = time.Now().Add(reopenDelay)
+	done := make(chan struct{})
+	p.retiring = done
+	logger := caddy.Log().Named("hookgate")
+	logger.Error("ledger failed a write; closing it to reopen it from disk",
+		zap.String("dir", p.dir), zap.Duration("reopen_in", reopenDelay), zap.Error(cause))
+	go func() {
+		defer close(done)
+		if err := failed.Close(); err != nil {
+			logger.Error("closing the failed ledger", zap.String("dir", p.dir), zap.Error(err))
+		}
+	}()
+}
+
+var (
+	errLedgerClosed    = errors.New("ledger closed")
+	errLedgerReopening = errors.New("ledger failed; it is being reopened")
+)
 
 // Claim implements dedupe.Ledger.
 func (p *pooledLedger) Claim(ctx context.Context, c dedupe.Claim) (dedupe.Outcome, error) {

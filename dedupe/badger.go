@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
 	"sync"
 	"time"
 
@@ -22,7 +21,10 @@ import (
 // The same database is the Outbox of async mode (outbox_badger.go).
 type Badger struct {
 	db *badger.DB
-	gc *collector
+	// failed is set by the first write that fails; the store then refuses
+	// everything (failure.go).
+	failed *failure
+	gc     *collector
 	// commits is the only writer (commit.go); nil only in the
 	// per-transaction mode the benchmarks compare it with.
 	commits *committer
@@ -46,20 +48,22 @@ func OpenBadger(dir string) (*Badger, error) {
 // openBadger is OpenBadger, or with perTxnSync every write in its own
 // transaction synced by Badger: the baseline of the benchmarks.
 func openBadger(dir string, perTxnSync bool) (*Badger, error) {
-	db, err := badger.Open(badgerOptions(dir, perTxnSync))
+	failed := &failure{}
+	log := &storeLogger{failed: failed}
+	db, err := badger.Open(badgerOptions(dir, perTxnSync).WithLogger(log))
 	if err != nil {
 		return nil, fmt.Errorf("dedupe: open %s: %w", dir, err)
 	}
-	b := &Badger{db: db}
+	b := &Badger{db: db, failed: failed}
 	if !perTxnSync {
-		b.commits = startCommitter(db)
+		b.commits = startCommitter(db, failed)
 	}
 	if err := b.recoverLeases(time.Now()); err != nil {
 		b.closeWriter()
 		db.Close()
 		return nil, fmt.Errorf("dedupe: open %s: %w", dir, err)
 	}
-	b.gc = startCollector(db)
+	b.gc = startCollector(db, log)
 	return b, nil
 }
 
@@ -78,6 +82,9 @@ func (b *Badger) Claim(ctx context.Context, c Claim) (Outcome, error) {
 		return 0, fmt.Errorf("dedupe: claim: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("dedupe: claim: %w", err)
+	}
+	if err := b.failed.get(); err != nil {
 		return 0, fmt.Errorf("dedupe: claim: %w", err)
 	}
 	now := time.Now()
@@ -100,7 +107,7 @@ func (b *Badger) Claim(ctx context.Context, c Claim) (Outcome, error) {
 		err = errClosed
 	}
 	if err != nil {
-		return 0, fmt.Errorf("dedupe: claim: %w", err)
+		return 0, fmt.Errorf("dedupe: claim: %w", redact(err))
 	}
 	return out, nil
 }
@@ -176,11 +183,15 @@ func (b *Badger) closeWriter() {
 }
 
 // update runs fn as one atomic write that is synced when update returns,
-// and wraps errors with op. fn may run more than once and must set its
-// results afresh each time; it runs on the committer, so it must not call
-// back into the store.
+// and wraps errors with op, without the key or value bytes Badger may have
+// put in them. fn may run more than once and must set its results afresh
+// each time; it runs on the committer, so it must not call back into the
+// store.
 func (b *Badger) update(ctx context.Context, op string, fn func(*badger.Txn) error) error {
 	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("dedupe: %s: %w", op, err)
+	}
+	if err := b.failed.get(); err != nil {
 		return fmt.Errorf("dedupe: %s: %w", op, err)
 	}
 	var err error
@@ -190,7 +201,7 @@ func (b *Badger) update(ctx context.Context, op string, fn func(*badger.Txn) err
 		err = b.updateAlone(ctx, fn)
 	}
 	if err != nil {
-		return fmt.Errorf("dedupe: %s: %w", op, err)
+		return fmt.Errorf("dedupe: %s: %w", op, redact(err))
 	}
 	return nil
 }
@@ -270,16 +281,6 @@ func expiringEntry(k, v []byte, expires time.Time) *badger.Entry {
 	e.ExpiresAt = uint64(expires.Unix()) + 1
 	return e
 }
-
-// quietLogger hands Badger's warnings and errors to the standard logger
-// (which Caddy redirects into its own log) and drops its chatty Info/Debug
-// lines, which report routine compactions and replays.
-type quietLogger struct{}
-
-func (quietLogger) Errorf(f string, a ...any)   { log.Printf("badger: ERROR: "+f, a...) }
-func (quietLogger) Warningf(f string, a ...any) { log.Printf("badger: WARNING: "+f, a...) }
-func (quietLogger) Infof(string, ...any)        {}
-func (quietLogger) Debugf(string, ...any)       {}
 
 var _ Ledger = (*Badger)(nil)
 

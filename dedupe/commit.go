@@ -44,6 +44,12 @@ var errClosed = errors.New("store is closed")
 // their callers had already seen.
 type committer struct {
 	db *badger.DB
+	// failed is set by the first commit that fails, here or as logged by
+	// Badger; from then on every request fails (failure.go).
+	failed *failure
+	// commitTxn commits a group's transaction: (*badger.Txn).Commit, which
+	// tests replace to inject a failure.
+	commitTxn func(*badger.Txn) error
 
 	mu     sync.Mutex
 	wake   sync.Cond // signalled when queue grows or closed is set
@@ -69,8 +75,8 @@ const (
 	reqCancelled
 )
 
-func startCommitter(db *badger.DB) *committer {
-	c := &committer{db: db, exited: make(chan struct{})}
+func startCommitter(db *badger.DB, failed *failure) *committer {
+	c := &committer{db: db, failed: failed, commitTxn: (*badger.Txn).Commit, exited: make(chan struct{})}
 	c.wake.L = &c.mu
 	go c.run()
 	return c
@@ -178,13 +184,18 @@ func (c *committer) commit(group []*request) {
 
 // try applies group in order in one transaction. If every request's
 // function succeeds, it commits and returns len(group), -1 and the commit's
-// error. If one fails, it discards the transaction and returns 0, its index
+// error, or the store's failure if Badger logged one meanwhile (either fails
+// the store, see failure.go; a failed store applies nothing). If one fails,
+// it discards the transaction and returns 0, its index
 // and its error; except that a request that does not fit in the transaction
 // (ErrTxnTooBig) after others did is left for the next one, and the
 // requests before it are committed alone: n < len(group).
 // (Badger reserves room for the commit's own marker entry from the start,
 // so a group whose entries fit also commits.)
 func (c *committer) try(group []*request) (n, failed int, err error) {
+	if err := c.failed.get(); err != nil {
+		return len(group), -1, err
+	}
 	txn := c.db.NewTransaction(true)
 	defer txn.Discard()
 	for i, r := range group {
@@ -199,5 +210,8 @@ func (c *committer) try(group []*request) (n, failed int, err error) {
 		return 0, i, err
 	}
 	c.groups.Add(1)
-	return len(group), -1, txn.Commit()
+	if err := c.commitTxn(txn); err != nil {
+		c.failed.fail(redact(err))
+	}
+	return len(group), -1, c.failed.get()
 }

@@ -33,13 +33,13 @@ type collector struct {
 }
 
 // startCollector starts collecting garbage of db every gcInterval.
-func startCollector(db *badger.DB) *collector {
+func startCollector(db *badger.DB, log badger.Logger) *collector {
 	c := &collector{stop: make(chan struct{}), done: make(chan struct{})}
-	go c.run(db)
+	go c.run(db, log)
 	return c
 }
 
-func (c *collector) run(db *badger.DB) {
+func (c *collector) run(db *badger.DB, log badger.Logger) {
 	defer close(c.done)
 	tick := time.NewTicker(gcInterval)
 	defer tick.Stop()
@@ -56,7 +56,7 @@ func (c *collector) run(db *badger.DB) {
 				break
 			}
 			if err != nil {
-				quietLogger{}.Warningf("value log GC: %v", err)
+				log.Warningf("value log GC: %v", err)
 				break
 			}
 			select {

@@ -5,11 +5,23 @@ import (
 	"github.com/dgraph-io/badger/v4/options"
 )
 
+// valueLogFileSize is the size of a value-log file, which is also the largest
+// value Badger stores (see MaxPayload).
+const valueLogFileSize = 8 << 20
+
+// MaxPayload is the largest event the Badger outbox queues, in bytes: its
+// body plus its method, URI, headers and metadata as stored (headers as
+// JSON). Badger refuses a value larger than a value-log file; Accept refuses
+// a bigger event with ErrTooLarge.
+const MaxPayload = valueLogFileSize
+
 // badgerOptions is the one place the store's Badger profile is chosen. The
 // gateway runs at the edge next to Caddy, so the profile is sized for a
 // resident set of tens of MiB (targets: 64 MiB idle for the whole process,
 // 150 MiB with a million events in the ledger), not for Badger's defaults of
 // several hundred MiB of memtables and caches.
+//
+// The logger is set by the caller: each store has its own (logger.go).
 //
 // perTxnSync picks Badger's own durability per transaction instead of the
 // group committer (see commit.go); only the benchmarks use it, as the
@@ -33,7 +45,6 @@ func badgerOptions(dir string, perTxnSync bool) badger.Options {
 		// and a list of committed write-sets. The per-transaction baseline
 		// has concurrent writers and needs it.
 		WithDetectConflicts(perTxnSync).
-		WithLogger(quietLogger{}).
 		WithMetricsEnabled(false).
 		// A memtable's arena is MemTableSize plus 30%, allocated whole on
 		// the Go heap when the memtable is created, so each costs up to
@@ -63,7 +74,7 @@ func badgerOptions(dir string, perTxnSync bool) badger.Options {
 		// (gc.go) reclaims. Smaller value-log files are mapped in less
 		// memory (Badger maps twice the size) and are reclaimed sooner.
 		WithValueThreshold(1 << 10).
-		WithValueLogFileSize(8 << 20).
+		WithValueLogFileSize(valueLogFileSize).
 		// Badger needs at least two compactors (the first one prefers L0);
 		// more would only add goroutines and parallel table builds.
 		WithNumCompactors(2).

@@ -22,6 +22,9 @@ const (
 // ErrNotFound is returned for an event the outbox does not hold (never accepted, or expired).
 var ErrNotFound = errors.New("event not found")
 
+// ErrTooLarge is returned by Accept for an event larger than MaxPayload.
+var ErrTooLarge = errors.New("event too large to queue")
+
 // Event is one accepted webhook, queued for delivery to the upstream exactly as it arrived.
 type Event struct {
 	Namespace string      `json:"namespace"`

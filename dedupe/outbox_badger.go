@@ -31,6 +31,9 @@ func (b *Badger) Accept(ctx context.Context, c Claim, ev *Event, dedupeTTL time.
 		return 0, fmt.Errorf("dedupe: accept: %w", err)
 	}
 	pay := payloadOf(ev).encode()
+	if len(pay) > MaxPayload {
+		return 0, fmt.Errorf("dedupe: accept: %w: %d bytes stored, at most %d", ErrTooLarge, len(pay), MaxPayload)
+	}
 	rec := &outboxRecord{State: Pending, AcceptedAt: ev.AcceptedAt, NextAttempt: ev.NextAttempt, UpdatedAt: ev.UpdatedAt}
 	if rec.AcceptedAt.IsZero() {
 		rec.AcceptedAt = time.Now()

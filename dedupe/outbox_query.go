@@ -112,13 +112,17 @@ func (b *Badger) List(ctx context.Context, namespace string, state State, after 
 	return out, nil
 }
 
-// view runs fn in a read-only transaction and wraps errors with op.
+// view runs fn in a read-only transaction and wraps errors with op. A failed
+// store refuses reads too: they could see writes the disk never kept.
 func (b *Badger) view(ctx context.Context, op string, fn func(*badger.Txn) error) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("dedupe: %s: %w", op, err)
 	}
-	if err := b.db.View(fn); err != nil {
+	if err := b.failed.get(); err != nil {
 		return fmt.Errorf("dedupe: %s: %w", op, err)
+	}
+	if err := b.db.View(fn); err != nil {
+		return fmt.Errorf("dedupe: %s: %w", op, redact(err))
 	}
 	return nil
 }

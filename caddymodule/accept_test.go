@@ -1,0 +1,68 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddytest"
+)
+
+// validateCaddyfile provisions a config as `caddy validate` does, inside the test process.
+func validateCaddyfile(t *testing.T, caddyfile string) error {
+	t.Helper()
+	adapted, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile), nil)
+	if err != nil {
+		t.Fatalf("adapting: %v", err)
+	}
+	var cfg caddy.Config
+	if err := json.Unmarshal(adapted, &cfg); err != nil {
+		t.Fatalf("decoding: %v", err)
+	}
+	cfg.Admin = &caddy.AdminConfig{Disabled: true}
+	return caddy.Validate(&cfg)
+}
+
+// An async route's max_body above what the queue can store would answer every request near it
+// 503, for ever: it is refused when the config is loaded.
+func TestAsyncMaxBodyOverTheQueueLimitIsRefused(t *testing.T) {
+	err := validateCaddyfile(t, gatewayConfig("bigasync", unusedUpstream, asyncRoute(unusedUpstream), "max_body 16MiB"))
+	if err == nil || !strings.Contains(err.Error(), "max_body 16 MiB is too large for an async route") || !strings.Contains(err.Error(), "at most 7.0 MiB") {
+		t.Fatalf("async route with max_body 16MiB: %v, want it refused with the bound", err)
+	}
+	if err := validateCaddyfile(t, gatewayConfig("bigasync", unusedUpstream, asyncRoute(unusedUpstream), "max_body 7MiB")); err != nil {
+		t.Fatalf("async route with max_body 7MiB: %v", err)
+	}
+	if err := validateCaddyfile(t, gatewayConfig("bigsync", unusedUpstream, "max_body 16MiB")); err != nil {
+		t.Fatalf("sync route with max_body 16MiB: %v", err)
+	}
+}
+
+// At the largest max_body an async route takes, a body of that size is queued; with headers so
+// large that the two no longer fit, the request is refused for good (413), not answered 503 for
+// ever as if the ledger were down.
+func TestAsyncRequestAtMaxBodyIsQueuedAndOneTooLargeIs413(t *testing.T) {
+	up := newUpstream(t)
+	tester := caddytest.NewTester(t)
+	cfg := gatewayConfig("maxbody", unusedUpstream, asyncRoute(up.Listener.Addr().String()), "max_body 7MiB")
+	// Caddy's own limit on request headers is 16 KiB; an operator may raise it.
+	cfg = strings.Replace(cfg, "grace_period 5s\n", "grace_period 5s\n\tservers {\n\t\tmax_header_size 2MiB\n\t}\n", 1)
+	tester.InitServer(cfg, "caddyfile")
+	body := func(version int) string {
+		head := fmt.Sprintf(`{"type":"test","data":{"object":{"id":"obj_maxbody","updated":%d}},"pad":"`, version)
+		return head + strings.Repeat("x", maxAsyncBody-len(head)-2) + `"}`
+	}
+	// Verifying and storing 7 MiB takes seconds under the race detector.
+	client := &http.Client{Timeout: time.Minute}
+	ev := signedEvent(t, "evt_maxbody_1", body(1), time.Now(), testSecret)
+	expectReply(t, "a body of max_body", send(t, client, ev), http.StatusAccepted, `"id":"evt_maxbody_1"`)
+
+	ev = signedEvent(t, "evt_maxbody_2", body(2), time.Now(), testSecret)
+	ev.headers.Set("X-Padding", strings.Repeat("<", 1_000_000))
+	expectReply(t, "a body of max_body with 1 MB of headers", send(t, client, ev), http.StatusRequestEntityTooLarge, "too large to queue")
+}

@@ -1,0 +1,57 @@
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/hookgate/hookgate/dedupe"
+)
+
+var errDiskRefused = errors.New("injected: the disk refused a write")
+
+// failedStore stands for a store whose write failed (dedupe.ErrStoreFailed): it refuses every
+// Accept, as a failed *dedupe.Badger does, until the pool closes it and opens the directory again.
+type failedStore struct {
+	store
+}
+
+func (f *failedStore) Err() error { return errDiskRefused }
+
+func (f *failedStore) Accept(context.Context, dedupe.Claim, *dedupe.Event, time.Duration) (dedupe.Outcome, error) {
+	return 0, fmt.Errorf("dedupe: accept: %w", errDiskRefused)
+}
+
+func TestFailedLedgerAnswers503ThenReopens(t *testing.T) {
+	up := newUpstream(t)
+	tester := startAsyncGateway(t, "reopen", up.Listener.Addr().String())
+	expectReply(t, "before the failure", send(t, tester.Client, newEvent(t, "evt_reopen_1", "obj_reopen", 1)), http.StatusAccepted, `"id":"evt_reopen_1"`)
+	waitFor(t, "delivery before the failure", 10*time.Second, func() bool { return up.count("evt_reopen_1") == 1 })
+
+	pool, err := acquireLedger(storageDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.release()
+	pool.mu.Lock()
+	pool.ledger = &failedStore{store: pool.ledger}
+	pool.mu.Unlock()
+
+	ev := newEvent(t, "evt_reopen_2", "obj_reopen", 2)
+	got := send(t, tester.Client, ev)
+	expectReply(t, "on the failed store", got, http.StatusServiceUnavailable, "ledger unavailable")
+	if got.header.Get("Retry-After") == "" {
+		t.Fatal("503 without Retry-After")
+	}
+	// The provider retries; once the pool has reopened the store from disk, the event is queued
+	// and the deliverer, which leased from the failed store meanwhile, delivers it.
+	waitFor(t, "a 202 after the store is reopened", 15*time.Second, func() bool {
+		got = send(t, tester.Client, ev)
+		return got.status == http.StatusAccepted
+	})
+	waitFor(t, "delivery after reopening", 40*time.Second, func() bool { return up.count("evt_reopen_2") == 1 })
+	expectReply(t, "the provider's next retry", send(t, tester.Client, ev), http.StatusOK, `"duplicate":true`)
+}
