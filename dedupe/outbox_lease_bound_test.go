@@ -13,7 +13,11 @@ import (
 // must get through them and hand out the event due after them: it used to delete them all in
 // one transaction, which Badger refused (ErrTxnTooBig), and every Lease after it failed too.
 func TestLeaseAfterManyDeliveredLeasesComeDue(t *testing.T) {
-	b := openTest(t)
+	dir := t.TempDir()
+	b, err := OpenBadger(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	const drained = 12000
 	enqueueMany(t, b, "drained", drained, base)
 	for delivered := 0; delivered < drained; {
@@ -24,7 +28,9 @@ func TestLeaseAfterManyDeliveredLeasesComeDue(t *testing.T) {
 		markDelivered(t, b, evs)
 		delivered += len(evs)
 	}
-	// A minute later every lease has run out; the event accepted then is due after them all.
+	// Caddy restarts; a minute later every lease has run out, and the event accepted then is
+	// due after them all.
+	b = reopen(t, b, dir)
 	later := base.Add(2 * time.Minute)
 	enqueue(t, b, queued("after", later))
 	var got []*Event
