@@ -63,6 +63,6 @@ func TestAsyncRequestAtMaxBodyIsQueuedAndOneTooLargeIs413(t *testing.T) {
 	expectReply(t, "a body of max_body", send(t, client, ev), http.StatusAccepted, `"id":"evt_maxbody_1"`)
 
 	ev = signedEvent(t, "evt_maxbody_2", body(2), time.Now(), testSecret)
-	ev.headers.Set("X-Padding", strings.Repeat("<", 1_000_000))
-	expectReply(t, "a body of max_body with 1 MB of headers", send(t, client, ev), http.StatusRequestEntityTooLarge, "too large to queue")
+	ev.headers.Set("X-Padding", strings.Repeat("<", 1_500_000))
+	expectReply(t, "a body of max_body with 1.5 MB of headers", send(t, client, ev), http.StatusRequestEntityTooLarge, "too large to queue")
 }
