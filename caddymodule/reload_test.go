@@ -1,16 +1,11 @@
 package caddymodule
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig"
-	_ "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 )
 
 // TestReloadAndValidateUnderTraffic reloads the config twice and validates it once while webhooks
@@ -87,17 +82,7 @@ func sendUntilAnswered(client *http.Client, ev *event) (reply, int) {
 // (and so attaches to the ledger of) a second copy of the config, then cleans it up.
 func validateWhileRunning(t *testing.T, caddyfile string) {
 	t.Helper()
-	adapted, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile), nil)
-	if err != nil {
-		t.Fatalf("adapting: %v", err)
-	}
-	var cfg caddy.Config
-	if err := json.Unmarshal(adapted, &cfg); err != nil {
-		t.Fatalf("decoding: %v", err)
-	}
-	// Only the hookgate route is under test; the admin endpoint is the running one's.
-	cfg.Admin = &caddy.AdminConfig{Disabled: true}
-	if err := caddy.Validate(&cfg); err != nil {
+	if err := validateCaddyfile(t, caddyfile); err != nil {
 		t.Fatalf("validate while running: %v", err)
 	}
 }
