@@ -24,8 +24,8 @@ func FuzzReviewDecodePayload(f *testing.F) {
 func TestReviewDecodePayloadAllocationBounded(t *testing.T) {
 	const size = 1 << 20
 	v := []byte{0, payloadFormat, 0, 0, 0, 0, 0, 0} // version, body size, four empty strings
-	v = binary.AppendUvarint(v, size)                  // header names claimed
-	v = append(v, make([]byte, size)...)               // each an empty name with zero values
+	v = binary.AppendUvarint(v, size)               // header names claimed
+	v = append(v, make([]byte, size)...)            // each an empty name with zero values
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
