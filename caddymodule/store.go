@@ -35,6 +35,8 @@ type pooledLedger struct {
 	ledger store
 	// retiring is closed once a failed store's Close returned; nil when none is closing.
 	retiring chan struct{}
+	// failed is the last store that failed, which the next open reopens (see reopen).
+	failed store
 	// notBefore is when the store may be opened again after a failure.
 	notBefore time.Time
 	closed    bool
@@ -110,7 +112,7 @@ func (p *pooledLedger) open() (store, error) {
 	if time.Now().Before(p.notBefore) {
 		return nil, errLedgerReopening
 	}
-	l, err := dedupe.OpenBadger(p.dir)
+	l, err := p.openStore()
 	if err != nil {
 		p.notBefore = time.Now().Add(reopenDelay)
 		return nil, fmt.Errorf("opening ledger: %w", err)
@@ -119,12 +121,37 @@ func (p *pooledLedger) open() (store, error) {
 	return l, nil
 }
 
+// openStore opens the directory: afresh, or after a store of this process failed, with
+// dedupe.ReopenBadger, which leaves the leases its deliverers still hold and the sync-mode
+// claims of requests still with the app as they are, so neither is handed out twice.
+func (p *pooledLedger) openStore() (store, error) {
+	var previous *dedupe.Badger
+	for s := p.failed; s != nil && previous == nil; {
+		switch f := s.(type) {
+		case *dedupe.Badger:
+			previous = f
+		case interface{ Unwrap() store }:
+			s = f.Unwrap()
+		default:
+			s = nil
+		}
+	}
+	if previous == nil {
+		return dedupe.OpenBadger(p.dir)
+	}
+	l, err := dedupe.ReopenBadger(previous)
+	if err == nil {
+		p.failed = nil
+	}
+	return l, err
+}
+
 // retire takes the failed store out of use and closes it in the background: Badger's Close
 // writes out its memtable, which on a failing disk may take long, and meanwhile requests are
 // answered 503 at once. The caller holds p.mu.
 func (p *pooledLedger) retire(cause error) {
 	failed := p.ledger
-	p.ledger = nil
+	p.ledger, p.failed = nil, failed
 	p.notBefore = time.Now().Add(reopenDelay)
 	done := make(chan struct{})
 	p.retiring = done

@@ -21,6 +21,9 @@ type failedStore struct {
 
 func (f *failedStore) Err() error { return errDiskRefused }
 
+// Unwrap is the store that failedStore stands for, which the pool reopens.
+func (f *failedStore) Unwrap() store { return f.store }
+
 func (f *failedStore) Accept(context.Context, dedupe.Claim, *dedupe.Event, time.Duration) (dedupe.Outcome, error) {
 	return 0, fmt.Errorf("dedupe: accept: %w", errDiskRefused)
 }

@@ -20,7 +20,10 @@ import (
 //
 // The same database is the Outbox of async mode (outbox_badger.go).
 type Badger struct {
-	db *badger.DB
+	db  *badger.DB
+	dir string
+	// use keeps Close from closing the database under a reader (inuse.go).
+	use inUse
 	// failed is set by the first write that fails; the store then refuses
 	// everything (failure.go).
 	failed *failure
@@ -33,7 +36,7 @@ type Badger struct {
 	// floors is where each namespace's Lease scan starts (outbox_floor.go).
 	floors dueFloors
 	// claims are sync mode's claims in flight (claims.go).
-	claims claimTable
+	claims *claimTable
 }
 
 // OpenBadger opens (creating) a Badger database in dir with a small,
@@ -41,24 +44,40 @@ type Badger struct {
 // Claims, Accepts, Dones, ... share one transaction and one sync, and each
 // returns once its write is synced (commit.go). A background goroutine
 // reclaims value-log space (gc.go) until Close.
+//
+// Events that were leased when the directory was last closed are made due
+// at once: Badger locks its directory, so the process that leased them is
+// gone (outbox_recover.go).
 func OpenBadger(dir string) (*Badger, error) {
-	return openBadger(dir, false)
+	return openBadger(dir, false, nil)
 }
 
-// openBadger is OpenBadger, or with perTxnSync every write in its own
-// transaction synced by Badger: the baseline of the benchmarks.
-func openBadger(dir string, perTxnSync bool) (*Badger, error) {
+// ReopenBadger opens the directory of previous, a store of this process that
+// failed and has been closed, again. Unlike OpenBadger it leaves the events
+// previous leased to their leases, since this process's deliverers may still
+// be sending them, and it keeps previous's sync-mode claims, since their
+// requests may still be with the app: neither is handed out twice.
+func ReopenBadger(previous *Badger) (*Badger, error) {
+	return openBadger(previous.dir, false, previous)
+}
+
+// openBadger is OpenBadger (previous nil) or ReopenBadger, or with perTxnSync
+// every write in its own transaction synced by Badger: the baseline of the
+// benchmarks.
+func openBadger(dir string, perTxnSync bool, previous *Badger) (*Badger, error) {
 	failed := &failure{}
 	log := &storeLogger{failed: failed}
 	db, err := badger.Open(badgerOptions(dir, perTxnSync).WithLogger(log))
 	if err != nil {
 		return nil, fmt.Errorf("dedupe: open %s: %w", dir, err)
 	}
-	b := &Badger{db: db, failed: failed}
+	b := &Badger{db: db, dir: dir, failed: failed, claims: &claimTable{}}
 	if !perTxnSync {
 		b.commits = startCommitter(db, failed)
 	}
-	if err := b.recoverLeases(time.Now()); err != nil {
+	if previous != nil {
+		b.claims = previous.claims
+	} else if err := b.recoverLeases(time.Now()); err != nil {
 		b.closeWriter()
 		db.Close()
 		return nil, fmt.Errorf("dedupe: open %s: %w", dir, err)
@@ -92,14 +111,18 @@ func (b *Badger) Claim(ctx context.Context, c Claim) (Outcome, error) {
 		return InFlight, nil
 	}
 	var out Outcome
-	err = b.db.View(func(txn *badger.Txn) error {
-		var err error
-		if out, err = idOutcome(txn, ids, now); err != nil || out != Claimed {
+	err = b.use.enter()
+	if err == nil {
+		err = b.db.View(func(txn *badger.Txn) error {
+			var err error
+			if out, err = idOutcome(txn, ids, now); err != nil || out != Claimed {
+				return err
+			}
+			out, err = versionOutcome(txn, vk, c.Version)
 			return err
-		}
-		out, err = versionOutcome(txn, vk, c.Version)
-		return err
-	})
+		})
+		b.use.leave()
+	}
 	if err != nil || out != Claimed {
 		b.claims.dropAll(ids)
 	}
@@ -163,10 +186,12 @@ func (b *Badger) Release(ctx context.Context, c Claim) error {
 	return nil
 }
 
-// Close implements Ledger. Writes already queued are committed first, so
-// their callers get their outcome; later ones fail. Then it flushes and
-// closes the database; calling it again is harmless.
+// Close implements Ledger. Operations in progress finish first, and writes
+// already queued are committed, so their callers get their outcome; later
+// ones fail. Then it flushes and closes the database; calling it again is
+// harmless.
 func (b *Badger) Close() error {
+	b.use.close()
 	b.closeWriter()
 	b.gc.close()
 	if err := b.db.Close(); err != nil {
@@ -194,11 +219,14 @@ func (b *Badger) update(ctx context.Context, op string, fn func(*badger.Txn) err
 	if err := b.failed.get(); err != nil {
 		return fmt.Errorf("dedupe: %s: %w", op, err)
 	}
-	var err error
-	if b.commits != nil {
-		err = b.commits.do(ctx, fn)
-	} else {
-		err = b.updateAlone(ctx, fn)
+	err := b.use.enter()
+	if err == nil {
+		if b.commits != nil {
+			err = b.commits.do(ctx, fn)
+		} else {
+			err = b.updateAlone(ctx, fn)
+		}
+		b.use.leave()
 	}
 	if err != nil {
 		return fmt.Errorf("dedupe: %s: %w", op, redact(err))

@@ -19,7 +19,7 @@ func openTest(t testing.TB) *Badger {
 // benchmarks' baseline mode, and closes it when the test ends.
 func openStore(t testing.TB, perTxnSync bool) *Badger {
 	t.Helper()
-	b, err := openBadger(t.TempDir(), perTxnSync)
+	b, err := openBadger(t.TempDir(), perTxnSync, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

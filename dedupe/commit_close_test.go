@@ -34,10 +34,7 @@ func TestCloseWhileCallersWait(t *testing.T) {
 	// Close refuses new requests before it waits for the queue to drain.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		b.commits.mu.Lock()
-		refusing := b.commits.closed
-		b.commits.mu.Unlock()
-		if refusing {
+		if b.use.stopping() {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -50,7 +50,7 @@ func TestConcurrentLeasesHandOutEachOnce(t *testing.T) {
 	// In the per-transaction mode of the benchmarks' baseline, transaction
 	// conflicts alone must keep it safe.
 	t.Run("conflicts", func(t *testing.T) {
-		b, err := openBadger(t.TempDir(), true)
+		b, err := openBadger(t.TempDir(), true, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,6 +21,9 @@ func (b *Badger) PendingByNamespace(ctx context.Context) (map[string]int, error)
 			if err := ctx.Err(); err != nil {
 				return err
 			}
+			if b.use.stopping() {
+				return errClosed
+			}
 			ns, _, ok := bytes.Cut(it.Item().Key(), []byte{0})
 			if !ok {
 				return fmt.Errorf("corrupt key %q", it.Item().Key())

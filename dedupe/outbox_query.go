@@ -121,6 +121,10 @@ func (b *Badger) view(ctx context.Context, op string, fn func(*badger.Txn) error
 	if err := b.failed.get(); err != nil {
 		return fmt.Errorf("dedupe: %s: %w", op, err)
 	}
+	if err := b.use.enter(); err != nil {
+		return fmt.Errorf("dedupe: %s: %w", op, err)
+	}
+	defer b.use.leave()
 	if err := b.db.View(fn); err != nil {
 		return fmt.Errorf("dedupe: %s: %w", op, redact(err))
 	}

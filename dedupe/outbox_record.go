@@ -172,13 +172,16 @@ func decodePayload(v []byte) (*payload, error) {
 	for _, s := range []*string{&p.Entity, &p.Method, &p.URI, &p.Scheme} {
 		*s = r.string()
 	}
+	// The counts are checked only against the bytes left, so they size nothing up front: a
+	// corrupt count must not allocate many times the record.
 	if names := r.count(); names > 0 {
-		p.Header = make(http.Header, names)
+		p.Header = make(http.Header, min(names, 64))
 		for range names {
 			name := r.string()
-			values := make([]string, r.count())
-			for i := range values {
-				values[i] = r.string()
+			n := r.count()
+			values := make([]string, 0, min(n, 16))
+			for range n {
+				values = append(values, r.string())
 			}
 			p.Header[name] = values
 		}

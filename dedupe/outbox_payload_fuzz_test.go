@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// FuzzReviewDecodePayload: corrupt or truncated stored payloads must error, never panic.
-func FuzzReviewDecodePayload(f *testing.F) {
+// FuzzDecodePayload: corrupt or truncated stored payloads must error, never panic.
+func FuzzDecodePayload(f *testing.F) {
 	f.Add((&payload{Method: "POST", URI: "/", body: []byte("{}")}).encode())
 	f.Add([]byte{0, 1, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x3f})
 	f.Add([]byte{3, '{', '}', 'x'})
@@ -21,7 +21,7 @@ func FuzzReviewDecodePayload(f *testing.F) {
 
 // A corrupt payload's counts are checked against the bytes left, so the allocation for one is
 // bounded by its size; this measures by how much.
-func TestReviewDecodePayloadAllocationBounded(t *testing.T) {
+func TestDecodePayloadAllocationBounded(t *testing.T) {
 	const size = 1 << 20
 	v := []byte{0, payloadFormat, 0, 0, 0, 0, 0, 0} // version, body size, four empty strings
 	v = binary.AppendUvarint(v, size)               // header names claimed

@@ -12,7 +12,7 @@ import (
 // directory"), but the pool reopens a failed store inside the same process, whose deliverer's
 // workers still hold their leases and are still sending. The reopened store hands those events
 // out again at once, well within their leases: two concurrent deliveries of one event.
-func TestReviewReopenedStoreReleasesLiveLeases(t *testing.T) {
+func TestReopenedStoreKeepsLiveLeases(t *testing.T) {
 	dir := t.TempDir()
 	pool := &pooledLedger{dir: dir}
 	defer pool.Destruct()
