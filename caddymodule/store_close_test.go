@@ -21,12 +21,16 @@ import (
 // SIGSEGV of the whole process, not an error. The scenario runs in a child process so that the
 // crash fails this test instead of killing the test binary.
 func TestStoreClosedUnderAScanDoesNotCrash(t *testing.T) {
-	if os.Getenv("REVIEW_CLOSE_CHILD") == "1" {
+	if os.Getenv("HOOKGATE_CLOSE_CHILD") == "1" {
 		closeUnderStrandedScan(t)
 		return
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestStoreClosedUnderAScanDoesNotCrash$", "-test.v")
-	cmd.Env = append(os.Environ(), "REVIEW_CLOSE_CHILD=1")
+	self, err := os.Executable() // os.Args[0] is not ours: other tests run Caddy's CLI
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "-test.run=^TestStoreClosedUnderAScanDoesNotCrash$", "-test.v")
+	cmd.Env = append(os.Environ(), "HOOKGATE_CLOSE_CHILD=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		text := string(out)
