@@ -1,8 +1,10 @@
 package caddymodule
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -152,13 +154,23 @@ type reply struct {
 	header http.Header
 }
 
+// send sends ev once. A connection refused or reset while being set up is retried, as a provider
+// would: Caddy's listeners use SO_REUSEPORT, so just after a config load a new connection can
+// land on the old listener as it closes, and the request never left.
 func send(t testing.TB, client *http.Client, ev *event) reply {
 	t.Helper()
-	got, err := trySend(client, ev)
-	if err != nil {
-		t.Fatalf("sending %s: %v", ev.id, err)
+	for tries := 1; ; tries++ {
+		got, err := trySend(client, ev)
+		var dial *net.OpError
+		if err != nil && errors.As(err, &dial) && dial.Op == "dial" && tries < 20 {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("sending %s: %v", ev.id, err)
+		}
+		return got
 	}
-	return got
 }
 
 func trySend(client *http.Client, ev *event) (reply, error) {
