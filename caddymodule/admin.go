@@ -148,11 +148,15 @@ func replayAll(ctx context.Context, sender *pooledDeliverer) (int, error) {
 			if ev.AcceptedAt.After(began) {
 				return replayed, nil
 			}
-			if err := sender.store.Replay(ctx, sender.key.name, ev.ID, time.Now()); err != nil {
+			after = ev.After()
+			err := sender.store.Replay(ctx, sender.key.name, ev.ID, time.Now())
+			switch {
+			case errors.Is(err, dedupe.ErrNotDead) || errors.Is(err, dedupe.ErrNotFound):
+				continue // replayed on its own meanwhile, or expired: nothing left to replay
+			case err != nil:
 				return replayed, fmt.Errorf("%s: %w", ev.ID, err)
 			}
 			replayed++
-			after = ev.After()
 		}
 		if len(dead) < replayPage {
 			return replayed, nil
@@ -202,11 +206,17 @@ func viewOf(ev *dedupe.Event) eventView {
 	return v
 }
 
+// storeError answers for the ledger: an event it does not hold is 404, one not in the state the
+// request needs is 409, and anything else (an I/O error, a ledger that is not open) is the
+// server's fault, 500.
 func storeError(err error) error {
-	if errors.Is(err, dedupe.ErrNotFound) {
+	switch {
+	case errors.Is(err, dedupe.ErrNotFound):
 		return apiError(http.StatusNotFound, err)
+	case errors.Is(err, dedupe.ErrNotDead):
+		return apiError(http.StatusConflict, err)
 	}
-	return apiError(http.StatusConflict, err)
+	return apiError(http.StatusInternalServerError, err)
 }
 
 func apiError(status int, err error) error {

@@ -22,6 +22,10 @@ const (
 // ErrNotFound is returned for an event the outbox does not hold (never accepted, or expired).
 var ErrNotFound = errors.New("event not found")
 
+// ErrNotDead is returned by Replay for an event that is not a dead letter: it is still pending,
+// or was delivered or superseded, so there is nothing to replay.
+var ErrNotDead = errors.New("event is not dead")
+
 // ErrTooLarge is returned by Accept for an event larger than MaxPayload.
 var ErrTooLarge = errors.New("event too large to queue")
 
@@ -87,6 +91,6 @@ type Outbox interface {
 	// has them.
 	List(ctx context.Context, namespace string, state State, after Cursor, limit int) ([]*Event, error)
 	// Replay makes a Dead event Pending again, due at now, with its attempts reset. ErrNotFound
-	// if absent; an error in words if it is not dead.
+	// if absent; ErrNotDead if it is in another state.
 	Replay(ctx context.Context, namespace, id string, now time.Time) error
 }

@@ -201,7 +201,7 @@ func (b *Badger) Replay(ctx context.Context, namespace, id string, now time.Time
 		case !live:
 			return fmt.Errorf("%q: %w", id, ErrNotFound)
 		case old.State != Dead:
-			return fmt.Errorf("event %q is %s, not dead", id, old.State)
+			return fmt.Errorf("event %q is %s: %w", id, old.State, ErrNotDead)
 		}
 		rec := *old
 		rec.State, rec.Attempts, rec.NextAttempt, rec.UpdatedAt = Pending, 0, now, now

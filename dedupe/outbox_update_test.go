@@ -120,8 +120,8 @@ func TestListAndReplay(t *testing.T) {
 	if len(got) == 3 && (got[2].Attempts != 0 || got[2].LastError != "upstream: 500") {
 		t.Errorf("replayed event: attempts %d, last error %q", got[2].Attempts, got[2].LastError)
 	}
-	if err := b.Replay(ctx, "stripe", "b", now); err == nil || errors.Is(err, ErrNotFound) {
-		t.Errorf("Replay of a pending event: %v, want an error in words", err)
+	if err := b.Replay(ctx, "stripe", "b", now); !errors.Is(err, ErrNotDead) {
+		t.Errorf("Replay of a pending event: %v, want ErrNotDead", err)
 	}
 	if err := b.Replay(ctx, "stripe", "nope", now); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Replay of an unknown event: %v, want ErrNotFound", err)

@@ -212,7 +212,7 @@ func (f *fakeOutbox) Replay(_ context.Context, namespace, id string, now time.Ti
 		return dedupe.ErrNotFound
 	}
 	if ev.State != dedupe.Dead {
-		return fmt.Errorf("replay %q: it is %s, not dead", id, ev.State)
+		return fmt.Errorf("replay %q: it is %s: %w", id, ev.State, dedupe.ErrNotDead)
 	}
 	ev.State, ev.Attempts, ev.NextAttempt = dedupe.Pending, 0, now
 	return nil

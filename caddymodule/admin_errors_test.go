@@ -1,0 +1,72 @@
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/hookgate/hookgate/dedupe"
+)
+
+var errInjectedIO = errors.New("injected: read error on the ledger's disk")
+
+// unreadableStore stands for a store whose reads fail with an I/O error (a bad sector, say)
+// while it has not failed a write, so the pool keeps it open.
+type unreadableStore struct {
+	store
+}
+
+func (u *unreadableStore) Get(context.Context, string, string) (*dedupe.Event, error) {
+	return nil, fmt.Errorf("dedupe: get: %w", errInjectedIO)
+}
+
+func (u *unreadableStore) List(context.Context, string, dedupe.State, dedupe.Cursor, int) ([]*dedupe.Event, error) {
+	return nil, fmt.Errorf("dedupe: list: %w", errInjectedIO)
+}
+
+// The admin API's answers say what went wrong: an unknown event is 404, replaying one that is
+// not dead is 409 (the operator asked for something that makes no sense now), and the ledger
+// failing to read is 500 (the server's fault, not the request's).
+func TestAdminErrorsSayWhatTheyAre(t *testing.T) {
+	up := newUpstream(t)
+	up.status.Store(http.StatusServiceUnavailable) // the event stays pending
+	tester := startAsyncGateway(t, "adminerrors", up.Listener.Addr().String())
+	expectReply(t, "accepted", send(t, tester.Client, newEvent(t, "evt_ae_pending", "obj_ae", 1)), http.StatusAccepted, "")
+
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		says         string
+	}{
+		{http.MethodGet, "/hookgate/events/adminerrors/evt_ae_unknown", http.StatusNotFound, "not found"},
+		{http.MethodPost, "/hookgate/replay/adminerrors/evt_ae_unknown", http.StatusNotFound, "not found"},
+		{http.MethodPost, "/hookgate/replay/adminerrors/evt_ae_pending", http.StatusConflict, "is pending"},
+	} {
+		if status, body := admin(t, tc.method, tc.path); status != tc.status || !strings.Contains(body, tc.says) {
+			t.Errorf("%s %s: %d %s, want %d saying %q", tc.method, tc.path, status, body, tc.status, tc.says)
+		}
+	}
+
+	pool, err := acquireLedger(storageDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.release()
+	pool.mu.Lock()
+	healthy := pool.ledger
+	pool.ledger = &unreadableStore{store: healthy}
+	pool.mu.Unlock()
+	defer func() {
+		pool.mu.Lock()
+		pool.ledger = healthy
+		pool.mu.Unlock()
+	}()
+	for _, path := range []string{"/hookgate/events/adminerrors/evt_ae_pending", "/hookgate/events/adminerrors?state=pending"} {
+		if status, body := admin(t, http.MethodGet, path); status != http.StatusInternalServerError || !strings.Contains(body, "read error") {
+			t.Errorf("GET %s on an unreadable ledger: %d %s, want 500 with the cause", path, status, body)
+		}
+	}
+}
