@@ -10,6 +10,11 @@ import (
 // versionEntry is an entity's version record, kept for ttl from now (0: for good). Badger's
 // whole-second TTL is exact enough for a setting counted in days, so unlike event records the
 // value carries no expiry of its own.
+//
+// Only an advance writes it; a stale answer refreshes nothing. An older event was sent before the
+// one that advanced the version, so the provider stops retrying it within its retry horizon of
+// that advance, which ttl covers; and a stale answer (a Claim, an Accept) stays a read, not a
+// synced write.
 func versionEntry(k []byte, version int64, ttl time.Duration) *badger.Entry {
 	e := badger.NewEntry(k, versionValue(version))
 	if ttl > 0 {
