@@ -94,8 +94,9 @@ func runBulkEvents(o options, factory *eventFactory, c benchConfig) error {
 // o.growthTTL, sampling its disk use.
 func runGrowth(o options, factory *eventFactory, c benchConfig) error {
 	ttl := o.growthTTL.String()
+	versions, versionsText := entityConfig(o)
 	handlers := func(sink string) string {
-		extra := "\tdedupe_ttl " + ttl + "\n"
+		extra := "\tdedupe_ttl " + ttl + "\n" + versions
 		if c.async {
 			extra += "\tforward http://" + sink + " {\n\t\tkeep " + ttl + "\n\t}\n"
 			return hookgateBlock(extra)
@@ -106,6 +107,7 @@ func runGrowth(o options, factory *eventFactory, c benchConfig) error {
 	if c.async {
 		settings += " and `forward { keep " + ttl + " }`"
 	}
+	settings += versionsText
 	fmt.Printf("\n### Disk growth: %s with %s, %.0f events/s for %v\n\n", c.name, settings, o.growthRate, o.growthDuration)
 	stream, err := startStream(o, c, handlers)
 	if err != nil {
@@ -132,6 +134,20 @@ func runGrowth(o options, factory *eventFactory, c benchConfig) error {
 	}
 	stream.printCaddyErrors(c.name)
 	return nil
+}
+
+// entityConfig is the growth check's version lines with -entity-per-event, and how the heading
+// says so. The signed ID and timestamp headers make each event a new entity with a version.
+func entityConfig(o options) (lines, text string) {
+	if !o.entityPerEvent {
+		return "", ""
+	}
+	lines = "\tversion header Webhook-Id header Webhook-Timestamp\n"
+	text = ", each event its own entity"
+	if o.versionTTL > 0 {
+		return lines + "\tversion_ttl " + o.versionTTL.String() + "\n", text + " with `version_ttl " + o.versionTTL.String() + "`"
+	}
+	return lines, text + " with the default `version_ttl` (720h)"
 }
 
 // stream is a Caddy and sink pair fed for a long time.

@@ -42,6 +42,8 @@ type options struct {
 	growthDuration  time.Duration
 	growthRate      float64
 	growthTTL       time.Duration
+	entityPerEvent  bool
+	versionTTL      time.Duration
 	memoryLimit     int64
 }
 
@@ -67,6 +69,8 @@ func parseFlags() options {
 	flag.DurationVar(&o.growthDuration, "growth-duration", 12*time.Minute, "ledger mode: length of the disk-growth check (0 skips it); value-log GC runs every minute")
 	flag.Float64Var(&o.growthRate, "growth-rate", 1000, "ledger mode: events per second during the disk-growth check (0 = as fast as possible)")
 	flag.DurationVar(&o.growthTTL, "growth-ttl", 30*time.Second, "ledger mode: dedupe_ttl and forward keep during the disk-growth check")
+	flag.BoolVar(&o.entityPerEvent, "entity-per-event", false, "ledger mode: during the disk-growth check, give each event its own entity (version header Webhook-Id header Webhook-Timestamp), so the ledger keeps a version per event")
+	flag.DurationVar(&o.versionTTL, "version-ttl", 0, "ledger mode: version_ttl during the disk-growth check with -entity-per-event (0 = the route's default, 720h)")
 	flag.Int64Var(&o.memoryLimit, "memory-limit", 0, "ledger mode: run Caddy in a memory cgroup capped at this many MiB, as an edge container would be (Linux, root; 0 = no cap)")
 	flag.Parse()
 	o.memoryLimit <<= 20

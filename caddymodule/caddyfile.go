@@ -32,6 +32,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		max_body         <size>
 //		id               header|json <name|path>
 //		version          header|json <entity> header|json <version>
+//		version_ttl      <duration>
 //		storage          badger [<dir>]
 //		signature_header <name>
 //		signature_format single|stripe|standard
@@ -73,9 +74,10 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		"timestamp_unit":   &h.TimestampUnit,
 	}
 	durations := map[string]*caddy.Duration{
-		"tolerance":  &h.Tolerance,
-		"dedupe_ttl": &h.DedupeTTL,
-		"lease":      &h.Lease,
+		"tolerance":   &h.Tolerance,
+		"dedupe_ttl":  &h.DedupeTTL,
+		"lease":       &h.Lease,
+		"version_ttl": &h.VersionTTL,
 	}
 	for d.NextBlock(0) {
 		sub := d.Val()

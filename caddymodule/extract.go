@@ -42,7 +42,7 @@ func (h *Handler) claimFor(r *http.Request, body []byte, verified verify.Result)
 	if claim.Version, err = dedupe.ParseVersion(raw); err != nil {
 		return claim, fmt.Errorf("version: %w", err)
 	}
-	claim.Entity = entity
+	claim.Entity, claim.VersionTTL = entity, time.Duration(h.VersionTTL)
 	return claim, nil
 }
 

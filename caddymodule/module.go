@@ -23,7 +23,10 @@ func init() {
 const (
 	defaultMaxBody   = 1 << 20
 	defaultDedupeTTL = 72 * time.Hour
-	defaultLease     = time.Minute
+	// defaultVersionTTL is ten times the longest retry horizon of the presets' providers (Stripe's
+	// 3 days), and as long as dead letters are kept for replay.
+	defaultVersionTTL = 30 * 24 * time.Hour
+	defaultLease      = time.Minute
 )
 
 // Handler verifies, dedupes and version-checks incoming webhooks before handing them to the next
@@ -67,6 +70,11 @@ type Handler struct {
 
 	// Version, when set, discards events older than what the entity already has.
 	Version *VersionSource `json:"version,omitempty"`
+
+	// VersionTTL is how long an entity's version is kept after it last advanced; an older event
+	// of the entity arriving later is no longer known to be stale and goes through. At least
+	// dedupe_ttl. Default: 720h (30 days), or dedupe_ttl if that is longer.
+	VersionTTL caddy.Duration `json:"version_ttl,omitempty"`
 
 	// Forward, when set, makes the route async: accepted events are durably queued, answered
 	// 202 at once and delivered to this upstream with retries. Default: sync mode (the next
@@ -178,6 +186,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	if h.Lease == 0 {
 		h.Lease = caddy.Duration(defaultLease)
+	}
+	if h.VersionTTL == 0 {
+		h.VersionTTL = max(caddy.Duration(defaultVersionTTL), h.DedupeTTL)
 	}
 	dir, err := h.storageDir()
 	if err != nil {
@@ -295,6 +306,12 @@ func (h *Handler) Validate() error {
 	}
 	if h.DedupeTTL < 0 || h.Lease < 0 || h.Tolerance < 0 {
 		return fmt.Errorf("hookgate: durations must be positive")
+	}
+	if h.VersionTTL < h.DedupeTTL {
+		// Both must cover the provider's retries: a retry of an event older than the entity's
+		// version must still find that version.
+		return fmt.Errorf("hookgate: version_ttl (%v) must be at least dedupe_ttl (%v)",
+			time.Duration(h.VersionTTL), time.Duration(h.DedupeTTL))
 	}
 	for _, s := range h.sources() {
 		if s.From != "header" && s.From != "json" {

@@ -13,10 +13,10 @@ import (
 // Badger is the embedded default Ledger, backed by a Badger database.
 //
 // Event records carry Badger TTLs, so expired claims and dedupe records are
-// dropped by Badger itself. Entity versions are kept without TTL: a version
-// must outlive any dedupe window to keep rejecting stale deliveries, and each
-// costs only its key plus 8 bytes, so the store grows with the number of
-// distinct entities, not with traffic.
+// dropped by Badger itself. Entity versions do too (Claim.VersionTTL, from
+// their last advance, version_record.go): a version must outlive any dedupe
+// window to keep rejecting stale deliveries, but kept for good the store
+// would grow with every entity ever seen.
 //
 // The same database is the Outbox of async mode (outbox_badger.go).
 type Badger struct {
@@ -166,7 +166,7 @@ func (b *Badger) Done(ctx context.Context, c Claim, ttl time.Duration) error {
 		if err != nil || (ok && c.Version <= stored) {
 			return err
 		}
-		return txn.Set(vk, versionValue(c.Version))
+		return txn.SetEntry(versionEntry(vk, c.Version, c.VersionTTL))
 	})
 	if err == nil {
 		b.claims.dropAll(ids)

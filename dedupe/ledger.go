@@ -55,6 +55,10 @@ type Claim struct {
 	Entity string
 	// Version is the event's version (see ParseVersion); compared only when Entity != "".
 	Version int64
+	// VersionTTL is how long the entity's version is kept after it last advanced (Done, Accept);
+	// once it has expired, an older event of the entity is no longer known to be stale. A stale
+	// answer does not refresh it. 0 keeps the version for good. Badger keeps it to the second.
+	VersionTTL time.Duration
 	// Lease is how long the claim holds if neither Done nor Release comes
 	// (e.g. the process died). It must be positive when ID != "".
 	Lease time.Duration
@@ -70,7 +74,8 @@ type Ledger interface {
 	Claim(ctx context.Context, c Claim) (Outcome, error)
 	// Done marks the claimed ID processed for ttl (dedupe window) and advances
 	// the entity's version if c.Version is greater than the stored one
-	// (compare-and-advance; never moves backwards). Durable (synced) when it returns.
+	// (compare-and-advance; never moves backwards), kept for c.VersionTTL from
+	// then. Durable (synced) when it returns.
 	Done(ctx context.Context, c Claim, ttl time.Duration) error
 	// Release drops the claim so the provider's retry of the same ID is
 	// processed again. Never removes a done record.

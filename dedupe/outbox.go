@@ -82,6 +82,7 @@ type Outbox interface {
 	// after keep. Synced before it returns.
 	Update(ctx context.Context, ev *Event, keep time.Duration) error
 	// DeliveredVersion is the newest version delivered for the entity, and whether there is one.
+	// The delivered version expires with the entity's accepted version (Claim.VersionTTL).
 	DeliveredVersion(ctx context.Context, namespace, entity string) (int64, bool, error)
 	// Get returns one event, or ErrNotFound.
 	Get(ctx context.Context, namespace, id string) (*Event, error)

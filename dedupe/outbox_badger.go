@@ -68,7 +68,7 @@ func (b *Badger) Accept(ctx context.Context, c Claim, ev *Event, dedupeTTL time.
 			return err
 		}
 		if vk != nil {
-			if err := txn.Set(vk, versionValue(c.Version)); err != nil {
+			if err := txn.SetEntry(versionEntry(vk, c.Version, c.VersionTTL)); err != nil {
 				return err
 			}
 		}
@@ -169,7 +169,7 @@ func (b *Badger) Update(ctx context.Context, ev *Event, keep time.Duration) erro
 }
 
 // advanceDelivered raises the entity's delivered version to the event's,
-// never lowering it. Writes are applied one at a time, so it compares against
+// never lowering it, expiring with the accepted version (deliveredEntry). Writes are applied one at a time, so it compares against
 // the newest value (see Done for the per-transaction baseline).
 func advanceDelivered(txn *badger.Txn, namespace string, p *payload) error {
 	if p.Entity == "" {
@@ -183,7 +183,11 @@ func advanceDelivered(txn *badger.Txn, namespace string, p *payload) error {
 	if err != nil || (found && p.Version <= stored) {
 		return err
 	}
-	return txn.Set(dk, versionValue(p.Version))
+	e, err := deliveredEntry(txn, namespace, p.Entity, dk, p.Version)
+	if err != nil || e == nil {
+		return err
+	}
+	return txn.SetEntry(e)
 }
 
 // Replay implements Outbox. The event keeps its LastStatus and LastError as
