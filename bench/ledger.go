@@ -98,7 +98,7 @@ func runGrowth(o options, factory *eventFactory, c benchConfig) error {
 	handlers := func(sink string) string {
 		extra := "\tdedupe_ttl " + ttl + "\n" + versions
 		if c.async {
-			extra += "\tforward http://" + sink + " {\n\t\tkeep " + ttl + "\n\t}\n"
+			extra += forwardBlock(sink, unboundedMaxPending, "\t\tkeep "+ttl+"\n")
 			return hookgateBlock(extra)
 		}
 		return hookgateBlock(extra) + "reverse_proxy " + sink

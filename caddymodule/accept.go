@@ -28,7 +28,10 @@ func (h *Handler) checkAsyncMaxBody() error {
 }
 
 // enqueue is async mode's hand-on: the dedupe record, the version advance and the queued event
-// are committed in one synced ledger transaction, and only then does the provider get 202.
+// are committed in one synced ledger transaction, and only then does the provider get 202. A
+// route whose backlog is at max_pending answers 503: the ledger checks the bound in the same
+// step, so no burst takes the backlog past it. A duplicate or stale event is still answered
+// 200 then: it would add nothing to the backlog, and a 503 would only make the provider retry it.
 func (h *Handler) enqueue(out *outcome, r *http.Request, body []byte, claim dedupe.Claim) error {
 	ev := &dedupe.Event{
 		Namespace:  h.Name,
@@ -46,9 +49,13 @@ func (h *Handler) enqueue(out *outcome, r *http.Request, body []byte, claim dedu
 		ev.ID = randomEventID()
 		out.event(ev.ID, ev.Scheme)
 	}
+	claim.MaxPending = h.maxPending
 	found, err := h.ledger.Accept(r.Context(), claim, ev, time.Duration(h.DedupeTTL))
 	if errors.Is(err, dedupe.ErrTooLarge) {
 		return out.reject(http.StatusRequestEntityTooLarge, "request too large to queue (body and headers over "+humanize.IBytes(dedupe.MaxPayload)+")")
+	}
+	if err == nil && found == dedupe.Full {
+		return out.busy(fmt.Sprintf("backlog of undelivered events is at max_pending (%d)", h.maxPending))
 	}
 	if answered, err := h.answerUnlessNew(out, "accept", found, err); answered {
 		return err

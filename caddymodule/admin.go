@@ -14,6 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/deliver"
 )
 
 func init() {
@@ -27,7 +28,8 @@ func init() {
 //	GET  /hookgate/events/<route>/<id>
 //	POST /hookgate/replay/<route>/<id>     replay one dead letter
 //	POST /hookgate/replay/<route>          replay every dead letter of the route
-//	GET  /hookgate/status/<route>          paused?, consecutive failures, attempts in flight
+//	GET  /hookgate/status/<route>          backlog and max_pending, paused?, consecutive failures,
+//	                                       attempts in flight
 //
 // It looks routes up in the running deliverers at request time, so it follows config reloads.
 type AdminAPI struct{}
@@ -79,7 +81,7 @@ func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 	case verb == "replay POST":
 		return a.replay(w, r, sender, id)
 	case verb == "status GET" && id == "":
-		return writeJSON(w, sender.Status())
+		return a.status(w, sender)
 	}
 	return apiError(http.StatusMethodNotAllowed, fmt.Errorf("%s %s is not supported", r.Method, r.URL.Path))
 }
@@ -110,6 +112,23 @@ func (a *AdminAPI) list(w http.ResponseWriter, r *http.Request, sender *pooledDe
 		views = append(views, viewOf(ev))
 	}
 	return writeJSON(w, map[string]any{"route": sender.key.name, "state": state, "events": views})
+}
+
+// routeStatus is an async route's state for operators.
+type routeStatus struct {
+	deliver.Status
+	// Backlog is the number of the route's undelivered events, waiting or being attempted.
+	Backlog int `json:"backlog"`
+	// MaxPending is the backlog at which new events are refused with 503.
+	MaxPending int `json:"max_pending"`
+}
+
+func (a *AdminAPI) status(w http.ResponseWriter, sender *pooledDeliverer) error {
+	backlog, err := sender.store.Pending(sender.key.name)
+	if err != nil {
+		return apiError(http.StatusServiceUnavailable, fmt.Errorf("reading the backlog: %w", err))
+	}
+	return writeJSON(w, routeStatus{Status: sender.Status(), Backlog: backlog, MaxPending: sender.config().MaxPending})
 }
 
 // replay makes one dead letter, or all of the route's, pending again.

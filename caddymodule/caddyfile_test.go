@@ -138,6 +138,7 @@ func TestUnmarshalCaddyfileForward(t *testing.T) {
 			pause_after     3
 			keep            12h
 			dead_ttl        168h
+			max_pending     2000
 		}
 	}`)
 	var got Handler
@@ -148,7 +149,7 @@ func TestUnmarshalCaddyfileForward(t *testing.T) {
 		URL: "http://127.0.0.1:3000", MaxAttempts: 5, Timeout: caddy.Duration(10 * time.Second), Workers: 4,
 		Backoff: []caddy.Duration{caddy.Duration(time.Second), caddy.Duration(5 * time.Second), caddy.Duration(time.Minute)},
 		Jitter:  "full", RetryAfterCap: caddy.Duration(10 * time.Minute), PauseAfter: 3,
-		Keep: caddy.Duration(12 * time.Hour), DeadTTL: caddy.Duration(168 * time.Hour),
+		Keep: caddy.Duration(12 * time.Hour), DeadTTL: caddy.Duration(168 * time.Hour), MaxPending: 2000,
 	}
 	if !reflect.DeepEqual(got.Forward, want) {
 		t.Fatalf("got  %+v\nwant %+v", got.Forward, want)
@@ -157,7 +158,7 @@ func TestUnmarshalCaddyfileForward(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Target.Host != "127.0.0.1:3000" || cfg.MaxAttempts != 5 || len(cfg.Schedule) != 3 || cfg.DeadKeep != 168*time.Hour {
+	if cfg.Target.Host != "127.0.0.1:3000" || cfg.MaxAttempts != 5 || len(cfg.Schedule) != 3 || cfg.DeadKeep != 168*time.Hour || cfg.MaxPending != 2000 {
 		t.Fatalf("deliver config %+v", cfg)
 	}
 

@@ -37,7 +37,7 @@ func adminCommands() []*cobra.Command {
 			}
 			return http.MethodPost, uri
 		})
-	status := adminCommand("status <route>", "Shows whether a route's upstream is paused", cobra.ExactArgs(1),
+	status := adminCommand("status <route>", "Shows a route's backlog and its bound, and whether its upstream is paused", cobra.ExactArgs(1),
 		func(args []string) (string, string) {
 			return http.MethodGet, "/hookgate/status/" + url.PathEscape(args[0])
 		})

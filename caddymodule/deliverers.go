@@ -77,6 +77,16 @@ func releaseDeliverer(app *App, p *pooledDeliverer) error {
 	return err
 }
 
+// config is the route's settings in force: the last started owner's.
+func (p *pooledDeliverer) config() deliver.Config {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.owners) == 0 {
+		return deliver.Config{}.WithDefaults()
+	}
+	return p.owners[len(p.owners)-1].cfg
+}
+
 // Destruct stops the deliverer once no running config uses it.
 func (p *pooledDeliverer) Destruct() error {
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)

@@ -38,6 +38,11 @@ type Forward struct {
 	Keep caddy.Duration `json:"keep,omitempty"`
 	// DeadTTL is how long dead letters are kept for replay. Default: 720h (30 days).
 	DeadTTL caddy.Duration `json:"dead_ttl,omitempty"`
+	// MaxPending bounds the route's backlog, in events: while this many accepted events are
+	// undelivered (waiting or being attempted), new ones get 503 with Retry-After. Default:
+	// 100000, an hour's upstream outage at about 28 events/s; a queued event takes its body
+	// plus about 0.6 KiB of disk.
+	MaxPending int `json:"max_pending,omitempty"`
 }
 
 // deliverConfig turns the Caddy config into the deliverer's, with its defaults.
@@ -56,6 +61,7 @@ func (f *Forward) deliverConfig() (deliver.Config, error) {
 		PauseAfter:    f.PauseAfter,
 		Keep:          time.Duration(f.Keep),
 		DeadKeep:      time.Duration(f.DeadTTL),
+		MaxPending:    f.MaxPending,
 	}
 	for _, d := range f.Backoff {
 		cfg.Schedule = append(cfg.Schedule, time.Duration(d))
@@ -73,7 +79,9 @@ func unmarshalForward(d *caddyfile.Dispenser) (*Forward, error) {
 	if !d.AllArgs(&f.URL) {
 		return nil, d.ArgErr()
 	}
-	ints := map[string]*int{"max_attempts": &f.MaxAttempts, "workers": &f.Workers, "pause_after": &f.PauseAfter}
+	ints := map[string]*int{
+		"max_attempts": &f.MaxAttempts, "workers": &f.Workers, "pause_after": &f.PauseAfter, "max_pending": &f.MaxPending,
+	}
 	durations := map[string]*caddy.Duration{
 		"timeout": &f.Timeout, "retry_after_cap": &f.RetryAfterCap, "keep": &f.Keep, "dead_ttl": &f.DeadTTL,
 	}

@@ -108,8 +108,10 @@ type Handler struct {
 	// dedupeDigest is set when the signature does not cover the event ID (replay.go).
 	dedupeDigest bool
 	ledger       *pooledLedger
-	app          *App
-	logger       *zap.Logger
+	// maxPending is an async route's bound on its backlog (Forward.MaxPending, defaulted).
+	maxPending int
+	app        *App
+	logger     *zap.Logger
 }
 
 // Source names where a value is found in a request.
@@ -210,6 +212,7 @@ func (h *Handler) registerRoute(ctx caddy.Context, dir string) error {
 			return err
 		}
 		delivery = &cfg
+		h.maxPending = cfg.MaxPending
 	}
 	app, err := ctx.App("hookgate")
 	if err != nil {

@@ -50,6 +50,8 @@ type store interface {
 	Err() error
 	// PendingByNamespace counts the pending events of each namespace that has any.
 	PendingByNamespace(ctx context.Context) (map[string]int, error)
+	// Pending is a namespace's backlog of undelivered events, from a counter.
+	Pending(namespace string) int
 }
 
 func acquireLedger(dir string) (*pooledLedger, error) {
@@ -253,6 +255,15 @@ func (p *pooledLedger) List(ctx context.Context, ns string, state dedupe.State, 
 		return nil, err
 	}
 	return l.List(ctx, ns, state, after, limit)
+}
+
+// Pending is the route's backlog of undelivered events.
+func (p *pooledLedger) Pending(ns string) (int, error) {
+	l, err := p.open()
+	if err != nil {
+		return 0, err
+	}
+	return l.Pending(ns), nil
 }
 
 // Replay implements dedupe.Outbox.

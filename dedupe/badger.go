@@ -37,6 +37,8 @@ type Badger struct {
 	floors dueFloors
 	// claims are sync mode's claims in flight (claims.go).
 	claims *claimTable
+	// pending is each namespace's backlog of undelivered events (outbox_pending.go).
+	pending pendingCounts
 }
 
 // OpenBadger opens (creating) a Badger database in dir with a small,
@@ -73,7 +75,7 @@ func openBadger(dir string, perTxnSync bool, previous *Badger) (*Badger, error) 
 	}
 	b := &Badger{db: db, dir: dir, failed: failed, claims: &claimTable{}}
 	if !perTxnSync {
-		b.commits = startCommitter(db, failed)
+		b.commits = startCommitter(db, failed, b.pending.settle)
 	}
 	if previous != nil {
 		b.claims = previous.claims
@@ -81,6 +83,11 @@ func openBadger(dir string, perTxnSync bool, previous *Badger) (*Badger, error) 
 		b.closeWriter()
 		db.Close()
 		return nil, fmt.Errorf("dedupe: open %s: %w", dir, err)
+	}
+	if err := b.countPending(); err != nil {
+		b.closeWriter()
+		db.Close()
+		return nil, fmt.Errorf("dedupe: open %s: counting the backlog: %w", dir, err)
 	}
 	b.gc = startCollector(db, log)
 	return b, nil

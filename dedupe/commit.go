@@ -50,6 +50,9 @@ type committer struct {
 	// commitTxn commits a group's transaction: (*badger.Txn).Commit, which
 	// tests replace to inject a failure.
 	commitTxn func(*badger.Txn) error
+	// settled is told of every transaction once it is committed or discarded, so the backlog
+	// counts follow what was committed (outbox_pending.go).
+	settled func(txn *badger.Txn, committed bool)
 
 	mu     sync.Mutex
 	wake   sync.Cond // signalled when queue grows or closed is set
@@ -75,8 +78,8 @@ const (
 	reqCancelled
 )
 
-func startCommitter(db *badger.DB, failed *failure) *committer {
-	c := &committer{db: db, failed: failed, commitTxn: (*badger.Txn).Commit, exited: make(chan struct{})}
+func startCommitter(db *badger.DB, failed *failure, settled func(*badger.Txn, bool)) *committer {
+	c := &committer{db: db, failed: failed, commitTxn: (*badger.Txn).Commit, settled: settled, exited: make(chan struct{})}
 	c.wake.L = &c.mu
 	go c.run()
 	return c
@@ -197,7 +200,11 @@ func (c *committer) try(group []*request) (n, failed int, err error) {
 		return len(group), -1, err
 	}
 	txn := c.db.NewTransaction(true)
-	defer txn.Discard()
+	committed := false
+	defer func() {
+		txn.Discard()
+		c.settled(txn, committed)
+	}()
 	for i, r := range group {
 		err := r.fn(txn)
 		if err == nil {
@@ -212,6 +219,8 @@ func (c *committer) try(group []*request) (n, failed int, err error) {
 	c.groups.Add(1)
 	if err := c.commitTxn(txn); err != nil {
 		c.failed.fail(redact(err))
+	} else {
+		committed = true
 	}
 	return len(group), -1, c.failed.get()
 }

@@ -21,13 +21,20 @@ import (
 const maxAttempts = 100
 
 // updateAlone runs fn in a read-write transaction of its own, retrying it
-// from scratch when Badger reports an optimistic conflict.
+// from scratch when Badger reports an optimistic conflict. (It is
+// badger.DB.Update, telling the backlog counts how each transaction ended.)
 func (b *Badger) updateAlone(ctx context.Context, fn func(*badger.Txn) error) error {
 	for range maxAttempts {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		err := b.db.Update(fn)
+		txn := b.db.NewTransaction(true)
+		err := fn(txn)
+		if err == nil {
+			err = txn.Commit()
+		}
+		txn.Discard()
+		b.pending.settle(txn, err == nil)
 		if !errors.Is(err, badger.ErrConflict) {
 			return err
 		}

@@ -22,6 +22,9 @@ const (
 	InFlight
 	// Stale means the entity already has this version or a newer one.
 	Stale
+	// Full means the namespace's backlog of undelivered events has reached Claim.MaxPending
+	// (Accept only): nothing was stored, and the provider should retry later.
+	Full
 )
 
 // String returns the outcome's lower-case name, as used in logs and metrics labels.
@@ -35,6 +38,8 @@ func (o Outcome) String() string {
 		return "in-flight"
 	case Stale:
 		return "stale"
+	case Full:
+		return "full"
 	}
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
@@ -62,6 +67,10 @@ type Claim struct {
 	// Lease is how long the claim holds if neither Done nor Release comes
 	// (e.g. the process died). It must be positive when ID != "".
 	Lease time.Duration
+	// MaxPending, when positive, bounds the namespace's backlog for Accept: with that many
+	// undelivered events queued, a new event is Full. (Duplicates and stale events are
+	// still answered as such.) 0 means no bound.
+	MaxPending int
 }
 
 // Ledger records event IDs and entity versions. Implementations must make

@@ -67,7 +67,8 @@ type Outbox interface {
 	// Accept, in one transaction synced to disk before it returns: c.ID (or c.Digest) already
 	// done, or queued in any state → Duplicate; c.ID (or c.Digest) claimed with a live lease →
 	// InFlight; c.Entity set and
-	// c.Version <= the entity's accepted version → Stale; otherwise it marks c.ID and c.Digest done
+	// c.Version <= the entity's accepted version → Stale; c.MaxPending > 0 and the namespace
+	// already holds that many Pending events → Full; otherwise it marks c.ID and c.Digest done
 	// for dedupeTTL (skipped when c.ID is ""), advances the entity's accepted version, stores ev as
 	// Pending due at ev.AcceptedAt, and returns Claimed. ev.ID is the key (set even when c.ID is "").
 	Accept(ctx context.Context, c Claim, ev *Event, dedupeTTL time.Duration) (Outcome, error)

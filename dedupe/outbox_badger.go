@@ -67,6 +67,10 @@ func (b *Badger) Accept(ctx context.Context, c Claim, ev *Event, dedupeTTL time.
 		if out, err = versionOutcome(txn, vk, c.Version); err != nil || out != Claimed {
 			return err
 		}
+		if b.backlogFull(txn, c) {
+			out = Full
+			return nil
+		}
 		if vk != nil {
 			if err := txn.SetEntry(versionEntry(vk, c.Version, c.VersionTTL)); err != nil {
 				return err
@@ -238,6 +242,7 @@ func (b *Badger) store(txn *badger.Txn, ok outboxKeys, old, rec *outboxRecord, e
 	if err := putRecord(txn, ok.record, rec, expires); err != nil {
 		return err
 	}
+	b.pending.moved(txn, ok.ns, old, rec)
 	if err := ok.setLeased(txn, old != nil && old.Leased, rec.Leased); err != nil {
 		return err
 	}

@@ -12,11 +12,11 @@ func TestWithDefaultsFillsZeroFields(t *testing.T) {
 	got := Config{}.WithDefaults()
 	want := Config{
 		MaxAttempts: 8, Timeout: 30 * time.Second, Workers: 16, Jitter: "proportional",
-		RetryAfterCap: time.Hour, PauseAfter: 5, Keep: 24 * time.Hour, DeadKeep: 720 * time.Hour,
+		RetryAfterCap: time.Hour, PauseAfter: 5, Keep: 24 * time.Hour, DeadKeep: 720 * time.Hour, MaxPending: 100000,
 	}
 	if got.MaxAttempts != want.MaxAttempts || got.Timeout != want.Timeout || got.Workers != want.Workers ||
 		got.Jitter != want.Jitter || got.RetryAfterCap != want.RetryAfterCap || got.PauseAfter != want.PauseAfter ||
-		got.Keep != want.Keep || got.DeadKeep != want.DeadKeep {
+		got.Keep != want.Keep || got.DeadKeep != want.DeadKeep || got.MaxPending != want.MaxPending {
 		t.Errorf("defaults = %+v, want %+v", got, want)
 	}
 	wantSchedule := []time.Duration{10 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute, 2 * time.Hour}
@@ -67,6 +67,7 @@ func TestValidate(t *testing.T) {
 		{"negative pause", Config{Target: target("http://h"), PauseAfter: -1}, "pause after must be positive"},
 		{"negative keep", Config{Target: target("http://h"), Keep: -1}, "keep must be positive"},
 		{"negative dead keep", Config{Target: target("http://h"), DeadKeep: -1}, "dead keep must be positive"},
+		{"negative max pending", Config{Target: target("http://h"), MaxPending: -1}, "max pending must be positive"},
 		{"negative cap", Config{Target: target("http://h"), RetryAfterCap: -1}, "retry-after cap must be positive"},
 		{"zero schedule entry", Config{Target: target("http://h"), Schedule: []time.Duration{time.Second, 0}}, "schedule entry 2 must be positive"},
 		{"unknown jitter", Config{Target: target("http://h"), Jitter: "some"}, `jitter must be "proportional", "full" or "none"`},

@@ -1,0 +1,105 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// routeBacklog reads the route's backlog and bound as `caddy hookgate status` shows them.
+func routeBacklog(t *testing.T, route string) (backlog, bound int) {
+	t.Helper()
+	var status struct {
+		Backlog    *int `json:"backlog"`
+		MaxPending *int `json:"max_pending"`
+	}
+	out := hookgateCLI(t, "status", route)
+	if err := json.Unmarshal([]byte(out), &status); err != nil || status.Backlog == nil || status.MaxPending == nil {
+		t.Fatalf("status without backlog and max_pending: %s", out)
+	}
+	return *status.Backlog, *status.MaxPending
+}
+
+// TestAsyncBacklogBoundedByMaxPending floods an async route whose upstream hangs: past
+// max_pending the provider gets 503 with Retry-After, the status shows the backlog at the bound,
+// and once the upstream answers again the refused events are accepted on retry and every
+// accepted event is delivered.
+func TestAsyncBacklogBoundedByMaxPending(t *testing.T) {
+	up := newUpstream(t)
+	hang := make(chan struct{})
+	up.mu.Lock()
+	up.block = hang
+	up.mu.Unlock()
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			up.mu.Lock()
+			up.block = nil
+			up.mu.Unlock()
+			close(hang)
+		}
+	}
+	t.Cleanup(release)
+	const bound, flood = 5, 24
+	tester := startAsyncGateway(t, "backlog", up.Listener.Addr().String(),
+		fmt.Sprintf("max_pending %d", bound), "workers 2", "timeout 30s")
+
+	events := make([]*event, flood)
+	replies := make([]reply, flood)
+	var wg sync.WaitGroup
+	for i := range flood {
+		events[i] = newEvent(t, fmt.Sprintf("evt_backlog_%d", i), fmt.Sprintf("obj_backlog_%d", i), 1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			replies[i], _ = sendUntilAnswered(tester.Client, events[i])
+		}()
+	}
+	wg.Wait()
+	var accepted, refused []int
+	for i, got := range replies {
+		switch got.status {
+		case http.StatusAccepted:
+			accepted = append(accepted, i)
+		case http.StatusServiceUnavailable:
+			if got.header.Get("Retry-After") == "" || !strings.Contains(got.body, "max_pending") {
+				t.Fatalf("refusal past the bound: %d %v %q", got.status, got.header, got.body)
+			}
+			refused = append(refused, i)
+		default:
+			t.Fatalf("event %d: %d %q", i, got.status, got.body)
+		}
+	}
+	if len(accepted) != bound {
+		t.Fatalf("%d of %d events accepted while the upstream hangs, want max_pending = %d", len(accepted), flood, bound)
+	}
+	t.Logf("flood of %d: %d accepted, %d refused with 503; e.g. %q", flood, len(accepted), len(refused), replies[refused[0]].body)
+	if backlog, max := routeBacklog(t, "backlog"); backlog != bound || max != bound {
+		t.Fatalf("status: backlog %d, max_pending %d, want %d and %d", backlog, max, bound, bound)
+	}
+	expectReply(t, "a duplicate while full", send(t, tester.Client, events[accepted[0]]), http.StatusOK, `"duplicate":true`)
+
+	release()
+	for _, i := range refused { // the provider retries after Retry-After
+		var got reply
+		waitFor(t, "the retry accepted", 20*time.Second, func() bool {
+			got = send(t, tester.Client, events[i])
+			return got.status != http.StatusServiceUnavailable
+		})
+		expectReply(t, "retry once the upstream caught up", got, http.StatusAccepted, "")
+	}
+	waitFor(t, "every accepted event delivered", 20*time.Second, func() bool {
+		backlog, _ := routeBacklog(t, "backlog")
+		return backlog == 0
+	})
+	for i, ev := range events {
+		if up.count(ev.id) == 0 {
+			t.Fatalf("event %d (%s) was accepted but never delivered", i, ev.id)
+		}
+	}
+}
