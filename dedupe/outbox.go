@@ -29,6 +29,10 @@ var ErrNotDead = errors.New("event is not dead")
 // ErrTooLarge is returned by Accept for an event larger than MaxPayload.
 var ErrTooLarge = errors.New("event too large to queue")
 
+// ErrLeaseLost is returned by Update to a lease holder whose lease lapsed and was handed out
+// again since: the newer holder's outcome is the one that counts, and this one is dropped.
+var ErrLeaseLost = errors.New("lease lost: the event was leased again since")
+
 // Event is one accepted webhook, queued for delivery to the upstream exactly as it arrived.
 type Event struct {
 	Namespace string      `json:"namespace"`
@@ -49,6 +53,10 @@ type Event struct {
 	LastError   string    `json:"last_error,omitempty"`
 	AcceptedAt  time.Time `json:"accepted_at"`
 	UpdatedAt   time.Time `json:"updated_at"`
+
+	// LeaseToken is the number of the lease that handed the event out (0: never leased); Update
+	// must be given it back, so a holder whose lease lapsed cannot overwrite a newer holder's.
+	LeaseToken uint64 `json:"-"`
 }
 
 // Cursor is where a listing resumes: after the event with this accept time and ID, the last
@@ -75,12 +83,17 @@ type Outbox interface {
 	// Lease hands out up to n Pending events of namespace due at or before now, earliest first,
 	// and moves each one's due time to now+lease so nobody else gets it meanwhile (the events
 	// handed out carry it as NextAttempt: the end of their lease). If the process dies, they
-	// come due again after the lease: delivery is at-least-once. A call's work is bounded, so
-	// it may hand out fewer than n while more are due; the next call goes on.
+	// come due again after the lease: delivery is at-least-once. Each event handed out carries
+	// a new LeaseToken, which fences off the holders of its earlier leases (see Update). A
+	// call's work is bounded, so it may hand out fewer than n while more are due; the next call
+	// goes on.
 	Lease(ctx context.Context, namespace string, now time.Time, n int, lease time.Duration) ([]*Event, error)
 	// Update stores ev after an attempt: Pending (with NextAttempt), Delivered, Dead or
 	// Superseded. Delivered also advances the entity's delivered version. Final states expire
-	// after keep. Synced before it returns.
+	// after keep. Synced before it returns. ev.LeaseToken must be the token of the event's
+	// latest lease: a holder whose lease lapsed and was handed out again gets ErrLeaseLost and
+	// nothing is written. A holder whose lease lapsed without being handed out again still
+	// holds the latest one, and its outcome is stored.
 	Update(ctx context.Context, ev *Event, keep time.Duration) error
 	// DeliveredVersion is the newest version delivered for the entity, and whether there is one.
 	// The delivered version expires with the entity's accepted version (Claim.VersionTTL).

@@ -111,11 +111,13 @@ func acceptKeys(c Claim, ev *Event, dedupeTTL time.Duration) (outboxKeys, error)
 // Pending event with a zero NextAttempt is due now. The entity and version
 // whose delivered version a Delivered event advances are the accepted ones.
 //
-// Only a Pending event can be updated: ErrNotFound if the event is absent or
-// expired, and an error in words if it already reached a final state (say a
-// worker whose lease ran out reports a failure after another worker
-// delivered it), so a final state is never overwritten by a late report.
-// keep must be positive for the final states.
+// Only the holder of the latest lease can update, and only a Pending event:
+// ErrNotFound if the event is absent or expired, ErrLeaseLost if it was
+// leased again since ev was (a worker whose lease ran out reports after
+// another worker took the event over), and an error in words if it already
+// reached a final state, so neither a newer holder's outcome nor a final
+// state is overwritten by a late report. keep must be positive for the
+// final states.
 func (b *Badger) Update(ctx context.Context, ev *Event, keep time.Duration) error {
 	switch {
 	case ev == nil:
@@ -137,12 +139,14 @@ func (b *Badger) Update(ctx context.Context, ev *Event, keep time.Duration) erro
 			return err
 		case !live:
 			return fmt.Errorf("%q: %w", ev.ID, ErrNotFound)
+		case ev.LeaseToken != old.Leases:
+			return fmt.Errorf("event %q, lease %d of %d: %w", ev.ID, ev.LeaseToken, old.Leases, ErrLeaseLost)
 		case final(old.State):
 			return fmt.Errorf("event %q is already %s", ev.ID, old.State)
 		}
 		rec := &outboxRecord{
 			State: ev.State, Attempts: ev.Attempts, LastStatus: ev.LastStatus, LastError: ev.LastError,
-			AcceptedAt: old.AcceptedAt, UpdatedAt: ev.UpdatedAt,
+			AcceptedAt: old.AcceptedAt, UpdatedAt: ev.UpdatedAt, Leases: old.Leases,
 		}
 		if rec.UpdatedAt.IsZero() {
 			rec.UpdatedAt = now

@@ -104,6 +104,7 @@ func (b *Badger) leaseRound(ctx context.Context, namespace string, prefix []byte
 			wasLeased := d.rec.Leased
 			d.rec.NextAttempt = until
 			d.rec.Leased = true
+			d.rec.Leases++ // the new holder's token
 			if err := putRecord(txn, d.keys.record, d.rec, time.Time{}); err != nil {
 				return err
 			}

@@ -31,21 +31,29 @@ type outboxRecord struct {
 	// Leased marks a Pending event handed out by Lease and not yet updated: at open, such a
 	// lease can only belong to a process that died (see recoverLeases).
 	Leased bool
+	// Leases counts the leases handed out for the event: the number of the latest is the token
+	// that Update must be given (Event.LeaseToken), which fences off holders whose lease lapsed.
+	Leases uint64
 }
 
-// recordFormat is the first byte of an encoded record, for a later change of layout.
-const recordFormat = 1
+// recordFormat is the first byte of an encoded record, for a later change of layout. Format 1,
+// written before leases were fenced, has no lease count: it decodes as never leased.
+const (
+	recordFormat         = 2
+	recordFormatUnfenced = 1
+)
 
 // maxRecordLen bounds a stored record's value but for its last error: the expiry, the format,
-// state and leased bytes, and five varints (see encode).
-const maxRecordLen = nanosLen + 3 + 5*binary.MaxVarintLen64
+// state and leased bytes, and six varints (see encode).
+const maxRecordLen = nanosLen + 3 + 6*binary.MaxVarintLen64
 
 // states numbers the states in a record; 0 is invalid.
 var states = [...]State{1: Pending, 2: Delivered, 3: Dead, 4: Superseded}
 
 // encode appends the record to v: the format byte, the state's number, a
-// leased byte, attempts and last status as uvarints, the three times as
-// varint Unix nanos (0 for a zero time), and the last error as the rest.
+// leased byte, attempts, last status and the lease count as uvarints, the
+// three times as varint Unix nanos (0 for a zero time), and the last error
+// as the rest.
 func (r *outboxRecord) encode(v []byte) ([]byte, error) {
 	n := slices.Index(states[:], r.State)
 	if n <= 0 {
@@ -58,6 +66,7 @@ func (r *outboxRecord) encode(v []byte) ([]byte, error) {
 	v = append(v, recordFormat, byte(n), leased)
 	v = binary.AppendUvarint(v, uint64(r.Attempts))
 	v = binary.AppendUvarint(v, uint64(r.LastStatus))
+	v = binary.AppendUvarint(v, r.Leases)
 	for _, t := range []time.Time{r.AcceptedAt, r.NextAttempt, r.UpdatedAt} {
 		var ns int64
 		if !t.IsZero() {
@@ -68,22 +77,26 @@ func (r *outboxRecord) encode(v []byte) ([]byte, error) {
 	return append(v, r.LastError...), nil
 }
 
-// decodeRecord is encode's inverse.
+// decodeRecord is encode's inverse, and decodes format 1 too.
 func decodeRecord(v []byte) (*outboxRecord, error) {
-	if len(v) < 3 || v[0] != recordFormat || int(v[1]) >= len(states) || v[1] == 0 || v[2] > 1 {
+	if len(v) < 3 || (v[0] != recordFormat && v[0] != recordFormatUnfenced) || int(v[1]) >= len(states) || v[1] == 0 || v[2] > 1 {
 		return nil, fmt.Errorf("corrupt event record of %d bytes", len(v))
 	}
 	r := &outboxRecord{State: states[v[1]], Leased: v[2] == 1}
+	counts := 3 // attempts, last status, leases
+	if v[0] == recordFormatUnfenced {
+		counts = 2
+	}
 	v = v[3:]
-	var nums [2]uint64
-	for i := range nums {
+	var nums [3]uint64
+	for i := range counts {
 		n, w := binary.Uvarint(v)
 		if w <= 0 {
 			return nil, fmt.Errorf("corrupt event record")
 		}
 		nums[i], v = n, v[w:]
 	}
-	r.Attempts, r.LastStatus = int(nums[0]), int(nums[1])
+	r.Attempts, r.LastStatus, r.Leases = int(nums[0]), int(nums[1]), nums[2]
 	for _, t := range []*time.Time{&r.AcceptedAt, &r.NextAttempt, &r.UpdatedAt} {
 		ns, w := binary.Varint(v)
 		if w <= 0 {
@@ -267,7 +280,7 @@ func (k outboxKeys) event(r *outboxRecord, p *payload) *Event {
 		Header: p.Header, Body: p.body, BodyBytes: p.BodyBytes, Scheme: p.Scheme,
 		State: r.State, Attempts: r.Attempts, NextAttempt: r.NextAttempt,
 		LastStatus: r.LastStatus, LastError: r.LastError,
-		AcceptedAt: r.AcceptedAt, UpdatedAt: r.UpdatedAt,
+		AcceptedAt: r.AcceptedAt, UpdatedAt: r.UpdatedAt, LeaseToken: r.Leases,
 	}
 }
 
@@ -299,7 +312,7 @@ func getRecord(txn *badger.Txn, k []byte, now time.Time) (rec *outboxRecord, liv
 
 // putRecord writes the delivery state; a zero expires means it never expires.
 func putRecord(txn *badger.Txn, k []byte, rec *outboxRecord, expires time.Time) error {
-	v := make([]byte, nanosLen, nanosLen+32+len(rec.LastError))
+	v := make([]byte, nanosLen, maxRecordLen+len(rec.LastError))
 	if !expires.IsZero() {
 		binary.BigEndian.PutUint64(v, uint64(expires.UnixNano()))
 	}

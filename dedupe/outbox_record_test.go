@@ -12,7 +12,7 @@ import (
 
 func TestRecordRoundTrip(t *testing.T) {
 	for _, rec := range []outboxRecord{
-		{State: Pending, AcceptedAt: base, NextAttempt: base.Add(time.Second), UpdatedAt: base, Leased: true},
+		{State: Pending, AcceptedAt: base, NextAttempt: base.Add(time.Second), UpdatedAt: base, Leased: true, Leases: 7},
 		{State: Delivered, Attempts: 3, LastStatus: 200, AcceptedAt: base, UpdatedAt: base.Add(time.Minute)},
 		{State: Dead, Attempts: 8, LastStatus: 503, LastError: "upstream: 503 Service Unavailable", AcceptedAt: base, UpdatedAt: base},
 		{State: Superseded, AcceptedAt: base},

@@ -27,6 +27,7 @@ func TestUpdate(t *testing.T) {
 	if err := b.Update(context.Background(), unknown, time.Hour); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Update of an unknown event: %v, want ErrNotFound", err)
 	}
+	ev = got[0] // the holder of the latest lease
 	ev.State = Superseded
 	update(t, b, ev, time.Hour)
 	expectIDs(t, "superseded is not leased", lease(t, b, base.Add(time.Hour), 10, time.Minute), "")

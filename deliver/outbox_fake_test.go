@@ -12,8 +12,10 @@ import (
 	"github.com/hookgate/hookgate/dedupe"
 )
 
-// fakeOutbox is an in-memory dedupe.Outbox: Lease respects due times and leases, Update refuses
-// to overwrite a final state (as the Badger one does), and every Update is kept for assertions.
+// fakeOutbox is an in-memory dedupe.Outbox: Lease respects due times and leases and hands out
+// a new lease token each time, Update refuses a token other than the latest lease's
+// (ErrLeaseLost) and to overwrite a final state (as the Badger one does), and every Update is
+// kept for assertions.
 type fakeOutbox struct {
 	mu        sync.Mutex
 	events    map[string]*dedupe.Event // by namespace + "\x00" + ID
@@ -136,6 +138,7 @@ func (f *fakeOutbox) Lease(ctx context.Context, namespace string, now time.Time,
 	var out []*dedupe.Event
 	for _, ev := range due[:min(n, len(due))] {
 		ev.NextAttempt = now.Add(lease)
+		ev.LeaseToken++
 		out = append(out, cloneEvent(ev))
 	}
 	return out, nil
@@ -150,6 +153,8 @@ func (f *fakeOutbox) Update(ctx context.Context, ev *dedupe.Event, keep time.Dur
 	switch {
 	case !ok:
 		return fmt.Errorf("update %q: %w", ev.ID, dedupe.ErrNotFound)
+	case ev.LeaseToken != stored.LeaseToken:
+		return fmt.Errorf("update %q with lease %d of %d: %w", ev.ID, ev.LeaseToken, stored.LeaseToken, dedupe.ErrLeaseLost)
 	case stored.State != dedupe.Pending:
 		return fmt.Errorf("update %q: already %s", ev.ID, stored.State)
 	case ev.State != dedupe.Pending && keep <= 0:

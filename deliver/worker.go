@@ -2,6 +2,7 @@ package deliver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -124,11 +125,18 @@ func (d *Deliverer) postponeUnlessSuperseded(s *settings, ev *dedupe.Event, unti
 // it did. It waits for a slow store until the event's lease ends (until), and at least
 // outboxTimeout: giving up earlier would send a delivered event again for nothing, while
 // past the lease another worker may have taken it. A failure is logged: the event's lease
-// lapses and it is tried again, as at-least-once delivery allows.
+// lapses and it is tried again, as at-least-once delivery allows. If another worker did take
+// it (ErrLeaseLost), that worker's outcome is the latest and this one is dropped.
 func (d *Deliverer) store(ev *dedupe.Event, keep time.Duration, until time.Time, logger *zap.Logger) bool {
 	ctx, cancel := context.WithDeadline(context.Background(), later(until, time.Now().Add(outboxTimeout)))
 	defer cancel()
-	if err := d.out.Update(ctx, ev, keep); err != nil {
+	err := d.out.Update(ctx, ev, keep)
+	switch {
+	case errors.Is(err, dedupe.ErrLeaseLost):
+		logger.Warn("the event's lease ran out and another worker took it over; this worker's outcome is dropped",
+			zap.String("state", string(ev.State)), zap.Time("lease_end", until))
+		return false
+	case err != nil:
 		logger.Error("recording the event's state failed; it comes due again after its lease",
 			zap.String("state", string(ev.State)), zap.Error(err))
 		return false

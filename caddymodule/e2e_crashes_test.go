@@ -1,0 +1,100 @@
+package caddymodule
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestAsyncRepeatedCrashesLoseNothingAcknowledged is the promise to operators under repeated
+// crashes, shown with the built binary and examples/async.Caddyfile: during one load of signed
+// events Caddy is killed with -9 five times and started again each time, and the senders resend
+// (as a provider does) until each event is acknowledged. Every acknowledged event reaches the
+// upstream, and the duplicates there are at most the attempts in flight at each kill: workers ×
+// kills.
+func TestAsyncRepeatedCrashesLoseNothingAcknowledged(t *testing.T) {
+	const (
+		total   = 20000
+		senders = 64
+		kills   = 5
+		workers = 16 // the example's forward { workers }
+	)
+	up := newUpstream(t)
+	g := newBinaryGateway(t, "examples/async.Caddyfile")
+	g.env = append(g.env,
+		"STANDARD_WEBHOOK_SECRET="+testSecret,
+		fmt.Sprintf("HOOKGATE_FORWARD_PORT=%d", up.Listener.Addr().(*net.TCPAddr).Port),
+	)
+	g.start(t)
+	url := fmt.Sprintf("http://localhost:%d/hooks/orders", g.port)
+
+	var (
+		next, ackCount   atomic.Int64
+		ackedAsDuplicate atomic.Int64
+		mu               sync.Mutex
+		acked            []string
+		wg               sync.WaitGroup
+	)
+	client := &http.Client{Timeout: 10 * time.Second}
+	start := time.Now()
+	for range senders {
+		wg.Go(func() {
+			for i := next.Add(1); i <= total; i = next.Add(1) {
+				ev := newEvent(t, fmt.Sprintf("evt_crashes_%d", i), fmt.Sprintf("obj_crashes_%d", i), 1)
+				// Like a provider: resend on a connection error or a 503 until acknowledged. A
+				// 200 duplicate acknowledges too: the event was queued, and its 202 lost in a kill.
+				for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+					got, err := trySendTo(client, url, ev)
+					if err == nil && (got.status == http.StatusAccepted || got.status == http.StatusOK) {
+						mu.Lock()
+						acked = append(acked, ev.id)
+						mu.Unlock()
+						ackCount.Add(1)
+						if got.status == http.StatusOK {
+							ackedAsDuplicate.Add(1)
+						}
+						break
+					}
+				}
+			}
+		})
+	}
+
+	var atKills []string
+	for k := 1; k <= kills; k++ {
+		threshold := int64(k * total / (kills + 1))
+		waitFor(t, fmt.Sprintf("%d acknowledged before kill %d", threshold, k), 60*time.Second, func() bool {
+			return ackCount.Load() >= threshold
+		})
+		g.kill()
+		atKills = append(atKills, fmt.Sprintf("%d acked/%d delivered", ackCount.Load(), up.total()))
+		time.Sleep(200 * time.Millisecond) // the senders keep trying against a dead gateway
+		g.start(t)
+	}
+	wg.Wait()
+	loaded := time.Since(start)
+	if len(acked) != total {
+		t.Fatalf("%d of %d events acknowledged", len(acked), total)
+	}
+
+	waitFor(t, "every acknowledged event at the upstream", 60*time.Second, func() bool {
+		for _, id := range acked {
+			if up.count(id) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	deliveries := up.total()
+	duplicates := deliveries - total // each acknowledged ID counted once, every ID acknowledged
+	t.Logf("%d events acknowledged (%d of them as a duplicate, their 202 lost in a kill), %d deliveries, %d duplicates (bound %d = %d workers × %d kills) in %v (all acknowledged after %v); at the kills: %v",
+		total, ackedAsDuplicate.Load(), deliveries, duplicates, workers*kills, workers, kills,
+		time.Since(start).Round(time.Millisecond), loaded.Round(time.Millisecond), atKills)
+	if duplicates > workers*kills {
+		t.Fatalf("%d duplicates at the upstream, more than the %d attempts that can be in flight at %d kills", duplicates, workers*kills, kills)
+	}
+}
