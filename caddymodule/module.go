@@ -186,7 +186,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.ledger, err = acquireLedger(dir); err != nil {
 		return err
 	}
-	return h.registerRoute(ctx, dir)
+	if err := h.registerRoute(ctx, dir); err != nil {
+		return err
+	}
+	return h.fitsBodyBudget()
 }
 
 // registerRoute tells the hookgate app about this route, which starts its deliverer (async
