@@ -92,7 +92,7 @@ func (a *App) provisionBodyBudget() error {
 	if a.bodyBudget == 0 {
 		a.bodyBudget = defaultBodyBudget()
 	}
-	a.logger.Info("request bodies buffered at once", zap.String("body_budget", humanize.IBytes(uint64(a.bodyBudget))))
+	a.logger.Info("request bodies held in memory at once are bounded", zap.String("body_budget", humanize.IBytes(uint64(a.bodyBudget))))
 	return nil
 }
 

@@ -58,7 +58,7 @@ type Handler struct {
 	Lease caddy.Duration `json:"lease,omitempty"`
 
 	// MaxBody is the largest accepted request body, in bytes; larger ones get 413. Default: 1 MiB.
-	// At most 7 MiB on an async route (see maxAsyncBody).
+	// At most 7 MiB on an async route (see maxAsyncBody), and at most the server's body_budget.
 	MaxBody int64 `json:"max_body,omitempty"`
 
 	// ID says where the event ID is: a header or a JSON path (gjson syntax) in the body.
