@@ -14,13 +14,21 @@ func init() {
 	caddy.RegisterModule(&App{})
 }
 
-// App is loaded by the hookgate handlers, not configured by hand. It knows every route of the
-// running config and owns their deliverers' lifetime: Caddy starts apps only when a config runs,
-// never for `caddy validate`, so no validation ever delivers an event.
+// App is loaded by the hookgate handlers; its settings come from the `hookgate` global option. It
+// knows every route of the running config and owns their deliverers' lifetime: Caddy starts apps
+// only when a config runs, never for `caddy validate`, so no validation ever delivers an event.
 type App struct {
-	mu     sync.Mutex
-	routes map[routeKey]*appRoute
-	logger *zap.Logger
+	// BodyBudget bounds the request bodies all hookgate routes of the server hold in memory at
+	// once, in bytes: each request reserves its Content-Length (max_body when unknown) before its
+	// body is read, and past the budget new requests are answered 503 with Retry-After, unread.
+	// Default: a quarter of the Go memory limit (GOMEMLIMIT, or what Caddy set from the
+	// container's memory cap), at most 64 MiB.
+	BodyBudget int64 `json:"body_budget,omitempty"`
+
+	mu         sync.Mutex
+	routes     map[routeKey]*appRoute
+	logger     *zap.Logger
+	bodyBudget int64 // BodyBudget or its default
 }
 
 // routeKey identifies a route's data: its store's directory and its name within it.
@@ -44,7 +52,7 @@ func (*App) CaddyModule() caddy.ModuleInfo {
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
 	a.routes = map[routeKey]*appRoute{}
-	return nil
+	return a.provisionBodyBudget()
 }
 
 // register records a route; two routes may not share a name in one store, or their event IDs

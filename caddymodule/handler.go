@@ -3,28 +3,35 @@ package caddymodule
 import (
 	"bytes"
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/dustin/go-humanize"
 	"go.uber.org/zap"
 
 	"github.com/hookgate/hookgate/dedupe"
 )
 
-// ServeHTTP is the story of one webhook (DESIGN.md §1): strip our headers, read the raw body,
-// verify, extract the event, then either queue it durably and answer 202 (async mode), or claim it
-// in the ledger, hand it to the next handler, and mark it done or release it (sync mode). An ID the
-// signature does not cover is claimed together with the digest of the signed bytes (replay.go).
+// ServeHTTP is the story of one webhook (DESIGN.md §1): strip our headers, refuse on the headers
+// alone what can never verify, reserve the body's memory in the server's budget (bodybudget.go),
+// read the raw body, verify, extract the event, then either queue it durably and answer 202 (async
+// mode), or claim it in the ledger, hand it to the next handler, and mark it done or release it
+// (sync mode). An ID the signature does not cover is claimed together with the digest of the
+// signed bytes (replay.go).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	out := newOutcome(w, r)
 	stripHookgateHeaders(r.Header)
 
-	body, status, err := readBody(w, r, h.MaxBody)
+	if err := h.verifier.CheckHeaders(r.Header, time.Now()); err != nil {
+		return out.unread(r).reject(http.StatusUnauthorized, err.Error())
+	}
+	reserved, answered, err := h.reserveBody(out, r)
+	if answered {
+		return err
+	}
+	defer bufferedBodies.release(reserved) // after the next handler, which is handed the body
+	body, status, err := readBody(r, h.MaxBody)
 	if err != nil {
 		return out.reject(status, err.Error())
 	}
@@ -103,19 +110,6 @@ func stripHookgateHeaders(hdr http.Header) {
 			delete(hdr, name)
 		}
 	}
-}
-
-// readBody reads the whole raw body, refusing more than max bytes with 413.
-func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, int, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("request body exceeds max_body (%s)", humanize.IBytes(uint64(max)))
-	}
-	if err != nil {
-		return nil, http.StatusBadRequest, errors.New("reading the request body failed")
-	}
-	return body, 0, nil
 }
 
 // statusRecorder notes the status the next handler answered with.

@@ -61,7 +61,7 @@ type Handler struct {
 	Lease caddy.Duration `json:"lease,omitempty"`
 
 	// MaxBody is the largest accepted request body, in bytes; larger ones get 413. Default: 1 MiB.
-	// At most 7 MiB on an async route (see maxAsyncBody).
+	// At most 7 MiB on an async route (see maxAsyncBody), and at most the server's body_budget.
 	MaxBody int64 `json:"max_body,omitempty"`
 
 	// ID says where the event ID is: a header or a JSON path (gjson syntax) in the body.
@@ -199,7 +199,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.ledger, err = acquireLedger(dir); err != nil {
 		return err
 	}
-	return h.registerRoute(ctx, dir)
+	if err := h.registerRoute(ctx, dir); err != nil {
+		return err
+	}
+	return h.fitsBodyBudget()
 }
 
 // registerRoute tells the hookgate app about this route, which starts its deliverer (async

@@ -78,25 +78,69 @@ func (v *Verifier) Config() Config { return v.config }
 // signed timestamp if the scheme has one. Failures are *Error, returned with
 // a zero Result. A missing IDHeader value fails only when the id is signed.
 func (v *Verifier) Verify(h http.Header, body []byte, now time.Time) (Result, error) {
-	var result Result
+	var offered offeredHeaders
+	if problem := v.readHeaders(h, &offered); problem != nil {
+		return Result{}, problem
+	}
+	if problem := v.matchAny(&offered, body); problem != nil {
+		return Result{}, problem
+	}
+	if v.config.hasTimestamp() {
+		if problem := v.checkFreshness(offered.result.Timestamp, now); problem != nil {
+			return Result{}, problem
+		}
+	}
+	return offered.result, nil
+}
+
+// CheckHeaders rejects, from the headers alone, a request that Verify could
+// never accept whatever its body: no signature or one that does not parse or
+// decode, a missing or malformed timestamp, one outside the tolerance, a
+// missing signed id. It lets a caller refuse such a request before reading
+// its body. A nil error promises nothing: only Verify checks the signature.
+// Failures are *Error.
+func (v *Verifier) CheckHeaders(h http.Header, now time.Time) error {
+	var offered offeredHeaders
+	if problem := v.readHeaders(h, &offered); problem != nil {
+		return problem
+	}
+	if v.config.hasTimestamp() {
+		if problem := v.checkFreshness(offered.result.Timestamp, now); problem != nil {
+			return problem
+		}
+	}
+	return nil
+}
+
+// offeredHeaders is what a request's headers offer for verification, read
+// without allocating.
+type offeredHeaders struct {
+	result  Result
+	decoded [maxSignatures][maxMACSize]byte // the signatures that decode, of which valid
+	valid   int
+}
+
+// readHeaders parses the signature, timestamp and id headers and decodes the
+// offered signatures, reporting in the order Verify always has: the
+// signature header, the timestamp, the id, then the signatures' encoding.
+func (v *Verifier) readHeaders(h http.Header, offered *offeredHeaders) *Error {
 	var signatures signatureList
 	stripeTimestamp, problem := v.collectSignatures(h[v.signatureKey], &signatures)
 	if problem != nil {
-		return Result{}, problem
+		return problem
 	}
-
-	var rawTimestamp string
+	result := &offered.result
 	if v.config.hasTimestamp() {
-		rawTimestamp = stripeTimestamp
+		rawTimestamp := stripeTimestamp
 		if v.config.Format != FormatStripe {
 			rawTimestamp = first(h[v.timestampKey])
 		}
 		if rawTimestamp == "" {
-			return Result{}, failure(MissingTimestamp, "missing timestamp: "+v.timestampSource()+" is absent or empty")
+			return failure(MissingTimestamp, "missing timestamp: "+v.timestampSource()+" is absent or empty")
 		}
 		timestamp, err := parseTimestamp(rawTimestamp, v.config.TimestampUnit)
 		if err != nil {
-			return Result{}, failure(MalformedTimestamp, "malformed timestamp in "+v.timestampSource()+": "+err.Error())
+			return failure(MalformedTimestamp, "malformed timestamp in "+v.timestampSource()+": "+err.Error())
 		}
 		result.Timestamp, result.rawTimestamp = timestamp, rawTimestamp
 	}
@@ -104,19 +148,20 @@ func (v *Verifier) Verify(h http.Header, body []byte, now time.Time) (Result, er
 	if v.config.IDHeader != "" {
 		result.ID = first(h[v.idKey])
 		if result.ID == "" && v.template.usesID {
-			return Result{}, failure(MissingID, "missing event id: header "+v.config.IDHeader+" is absent or empty")
+			return failure(MissingID, "missing event id: header "+v.config.IDHeader+" is absent or empty")
 		}
 	}
 
-	if problem := v.matchAny(signatures.all(), result.ID, rawTimestamp, body); problem != nil {
-		return Result{}, problem
-	}
-	if v.config.hasTimestamp() {
-		if problem := v.checkFreshness(result.Timestamp, now); problem != nil {
-			return Result{}, problem
+	for _, signature := range signatures.all() {
+		if v.decodeSignature(signature, &offered.decoded[offered.valid]) {
+			offered.valid++
 		}
 	}
-	return result, nil
+	if offered.valid == 0 {
+		return failure(MalformedSignature, fmt.Sprintf("malformed signature in %s: expected %s of %d characters",
+			v.config.SignatureHeader, v.config.Encoding, v.encodedSize))
+	}
+	return nil
 }
 
 // collectSignatures gathers the encoded signatures from the signature
@@ -163,25 +208,15 @@ func (v *Verifier) collectSignatures(lines []string, signatures *signatureList) 
 	return stripeTimestamp, nil
 }
 
-// matchAny decodes the offered signatures and compares each, in constant
-// time, with the MAC computed under every secret.
-func (v *Verifier) matchAny(encoded []string, id, timestamp string, body []byte) *Error {
-	var decoded [maxSignatures][maxMACSize]byte
-	valid := 0
-	for _, signature := range encoded {
-		if v.decodeSignature(signature, &decoded[valid]) {
-			valid++
-		}
-	}
-	if valid == 0 {
-		return failure(MalformedSignature, fmt.Sprintf("malformed signature in %s: expected %s of %d characters",
-			v.config.SignatureHeader, v.config.Encoding, v.encodedSize))
-	}
+// matchAny compares each decoded signature, in constant time, with the MAC
+// computed under every secret.
+func (v *Verifier) matchAny(offered *offeredHeaders, body []byte) *Error {
+	result := &offered.result
 	matched := false
 	for _, key := range v.keys {
-		key.compute(&v.template, id, timestamp, body, func(mac []byte) {
-			for i := range valid {
-				if hmac.Equal(mac, decoded[i][:v.macSize]) {
+		key.compute(&v.template, result.ID, result.rawTimestamp, body, func(mac []byte) {
+			for i := range offered.valid {
+				if hmac.Equal(mac, offered.decoded[i][:v.macSize]) {
 					matched = true
 				}
 			}

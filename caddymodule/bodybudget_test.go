@@ -1,0 +1,228 @@
+package caddymodule
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddytest"
+)
+
+// openRequest writes a request's head and the first sent bytes of its body to a new connection,
+// and leaves the rest of the body unsent: a slow sender, or an attacker holding memory.
+func openRequest(t *testing.T, addr, path string, hdr http.Header, contentLength int, sent []byte) net.Conn {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	var head strings.Builder
+	fmt.Fprintf(&head, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", path, addr, contentLength)
+	for name, values := range hdr {
+		for _, v := range values {
+			fmt.Fprintf(&head, "%s: %s\r\n", name, v)
+		}
+	}
+	head.WriteString("\r\n")
+	if _, err := io.WriteString(conn, head.String()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Write(sent); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// answerOf reads the response to a request on conn, failing the test if none comes in time.
+func answerOf(t *testing.T, conn net.Conn, within time.Duration) reply {
+	t.Helper()
+	_ = conn.SetReadDeadline(time.Now().Add(within))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	var timeout net.Error
+	if errors.As(err, &timeout) && timeout.Timeout() {
+		t.Fatalf("no answer within %v: the gateway is waiting for the body", within)
+	}
+	if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return reply{status: resp.StatusCode, body: string(body), header: resp.Header}
+}
+
+// What can never verify is answered on the headers alone: the gateway does not wait for a body
+// that is never sent.
+func TestRefusedOnHeadersAloneBeforeTheBody(t *testing.T) {
+	up := newUpstream(t)
+	startGateway(t, "headersonly", up)
+	good := newEvent(t, "evt_headersonly", "obj_headersonly", 1)
+	header := func(edit func(http.Header)) http.Header {
+		h := good.headers.Clone()
+		edit(h)
+		return h
+	}
+	cases := []struct {
+		name          string
+		header        http.Header
+		contentLength int
+		status        int
+		reason        string
+	}{
+		{"no signature", header(func(h http.Header) { h.Del("Webhook-Signature") }), 1000, 401, "missing signature"},
+		{"garbled signature", header(func(h http.Header) { h.Set("Webhook-Signature", "v1,@@@not-base64@@@") }), 1000, 401, "malformed signature"},
+		{"no timestamp", header(func(h http.Header) { h.Del("Webhook-Timestamp") }), 1000, 401, "missing timestamp"},
+		{"timestamp too old", signedEvent(t, "evt_old", good.body, time.Now().Add(-time.Hour), testSecret).headers, 1000, 401, "stale timestamp"},
+		{"timestamp in the future", signedEvent(t, "evt_new", good.body, time.Now().Add(time.Hour), testSecret).headers, 1000, 401, "future"},
+		{"Content-Length over max_body", good.headers, 1 << 20, 413, "max_body"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			conn := openRequest(t, "localhost:9080", "/hooks/test", tc.header, tc.contentLength, nil)
+			expectReply(t, tc.name, answerOf(t, conn, 5*time.Second), tc.status, tc.reason)
+		})
+	}
+}
+
+// budgetConfig is gatewayConfig with the hookgate global option setting body_budget.
+func budgetConfig(budget, name, upstreamAddr string, extra ...string) string {
+	return strings.Replace(gatewayConfig(name, upstreamAddr, extra...), "{\n",
+		"{\n\thookgate {\n\t\tbody_budget "+budget+"\n\t}\n", 1)
+}
+
+// Past the body budget, a new request is answered 503 with Retry-After before its body is read;
+// the budget comes back as requests end, and a sync request holds its share until the next
+// handler has answered.
+func TestBodyBudgetFullAnswers503Unread(t *testing.T) {
+	up := newUpstream(t)
+	tester := caddytest.NewTester(t)
+	tester.InitServer(budgetConfig("8KiB", "budget", up.Listener.Addr().String()), "caddyfile") // max_body 4KiB
+	waitFor(t, "earlier tests' bodies to be released", 5*time.Second, func() bool { return bufferedBodies.used.Load() == 0 })
+
+	// Two slow senders of well-formed forgeries, 4 KiB declared, 100 bytes sent, hold the budget.
+	forged := signedEvent(t, "evt_budget_forged", "another body", time.Now(), testSecret).headers
+	holders := make([]net.Conn, 2)
+	for i := range holders {
+		holders[i] = openRequest(t, "localhost:9080", "/hooks/test", forged, 4096, make([]byte, 100))
+	}
+	waitFor(t, "the slow senders to hold 8 KiB", 5*time.Second, func() bool { return bufferedBodies.used.Load() == 8192 })
+
+	genuine := newEvent(t, "evt_budget_1", "obj_budget_1", 1)
+	unsent := openRequest(t, "localhost:9080", "/hooks/test", genuine.headers, len(genuine.body), nil)
+	got := answerOf(t, unsent, 5*time.Second)
+	expectReply(t, "a genuine event, its body not sent, with the budget full", got, http.StatusServiceUnavailable, "body_budget (8.0 KiB)")
+	if got.header.Get("Retry-After") == "" {
+		t.Fatal("503 without Retry-After")
+	}
+
+	holders[0].Close()
+	waitFor(t, "a slow sender's share to come back", 5*time.Second, func() bool { return bufferedBodies.used.Load() == 4096 })
+	up.mu.Lock()
+	up.block = make(chan struct{})
+	up.mu.Unlock()
+	first := make(chan reply, 1)
+	go func() { first <- send(t, tester.Client, genuine) }()
+	waitFor(t, "the genuine event at the upstream", 5*time.Second, func() bool { return up.count("evt_budget_1") == 1 })
+	if used := bufferedBodies.used.Load(); used != 4096+int64(len(genuine.body)) {
+		t.Fatalf("%d bytes reserved while the upstream holds the event, want %d", used, 4096+len(genuine.body))
+	}
+	close(up.block)
+	expectReply(t, "the genuine event once the budget has room", <-first, http.StatusOK, "upstream says hi")
+	holders[1].Close()
+	waitFor(t, "every share to come back", 5*time.Second, func() bool { return bufferedBodies.used.Load() == 0 })
+}
+
+// A body of unknown length (chunked) is read up to max_body and refused past it.
+func TestChunkedBodyBoundedByMaxBody(t *testing.T) {
+	up := newUpstream(t)
+	tester := startGateway(t, "chunked", up) // max_body 4KiB
+	for _, tc := range []struct {
+		pad    int
+		status int
+		reason string
+	}{{3000, http.StatusOK, "upstream says hi"}, {5000, http.StatusRequestEntityTooLarge, "max_body (4.0 KiB)"}} {
+		id := fmt.Sprintf("evt_chunked_%d", tc.pad)
+		body := fmt.Sprintf(`{"data":{"object":{"id":%q,"updated":1}},"pad":%q}`, id, strings.Repeat("a", tc.pad))
+		ev := signedEvent(t, id, body, time.Now(), testSecret)
+		req, _ := http.NewRequest(http.MethodPost, gateURL, io.MultiReader(strings.NewReader(body))) // no length: chunked
+		for k, v := range ev.headers {
+			req.Header[k] = v
+		}
+		resp, err := tester.Client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answer, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		expectReply(t, fmt.Sprintf("chunked body of %d bytes", len(body)), reply{status: resp.StatusCode, body: string(answer)}, tc.status, tc.reason)
+	}
+}
+
+// The budget never lets more than its limit be reserved, however many requests race for it.
+func TestBodyBudgetNeverOverbooks(t *testing.T) {
+	var b bodyBudget
+	const limit, share = 10_000, 1_000
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	peak := int64(0)
+	for range 16 {
+		wg.Go(func() {
+			for range 1000 {
+				if b.reserve(share, limit) {
+					mu.Lock()
+					peak = max(peak, b.used.Load())
+					mu.Unlock()
+					b.release(share)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if peak > limit || b.used.Load() != 0 {
+		t.Fatalf("peak %d of a %d budget, %d left reserved", peak, limit, b.used.Load())
+	}
+	if !b.reserve(limit, limit) || b.reserve(1, limit) {
+		t.Fatal("a full budget must take exactly its limit")
+	}
+}
+
+// The default budget is a quarter of the Go memory limit, at most 64 MiB.
+func TestDefaultBodyBudgetFollowsTheMemoryLimit(t *testing.T) {
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	for limit, want := range map[int64]int64{
+		135 << 20:     135 << 18, // a 150 MiB container: Caddy sets 90% of it
+		math.MaxInt64: 64 << 20,  // no limit
+		20 << 30:      64 << 20,  // Caddy's 90% of a large host's RAM
+	} {
+		debug.SetMemoryLimit(limit)
+		if got := defaultBodyBudget(); got != want {
+			t.Errorf("memory limit %d: default budget %d, want %d", limit, got, want)
+		}
+	}
+}
+
+// The global option sets the budget, and a max_body the budget could never hold is refused when
+// the config loads.
+func TestBodyBudgetGlobalOption(t *testing.T) {
+	if err := validateCaddyfile(t, budgetConfig("2KiB", "tinybudget", unusedUpstream)); err == nil ||
+		!strings.Contains(err.Error(), "max_body 4.0 KiB is more than the server's body_budget 2.0 KiB") {
+		t.Fatalf("max_body 4KiB under body_budget 2KiB: %v, want it refused", err)
+	}
+	if err := validateCaddyfile(t, budgetConfig("4KiB", "smallbudget", unusedUpstream)); err != nil {
+		t.Fatalf("max_body 4KiB under body_budget 4KiB: %v", err)
+	}
+	_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(budgetConfig("lots", "badbudget", unusedUpstream)), nil)
+	if err == nil || !strings.Contains(err.Error(), "body_budget") {
+		t.Fatalf("body_budget lots: %v, want a parse error", err)
+	}
+}

@@ -1,0 +1,164 @@
+package caddymodule
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hookgate/hookgate/verify"
+)
+
+// TestSlowSendersCannotExhaustMemory is the attack of issue 9, against the built binary and the
+// root Caddyfile: 400 unauthenticated connections each send 1 MiB bodies slowly and hold back the
+// last 64 KiB. Caddy's peak RSS stays under 256 MiB, a genuine event sent meanwhile is answered
+// 200 or 503 (never left hanging), and once the senders are gone genuine events pass again.
+func TestSlowSendersCannotExhaustMemory(t *testing.T) {
+	forged, err := verify.Sign(mustPresetConfig(t, "standard"), testSecret, "evt_forged", time.Now(), []byte("another body"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	garbled := forged.Clone()
+	garbled.Set("Webhook-Signature", "v1,not-a-signature!")
+	for _, attack := range []struct {
+		name   string
+		header http.Header
+	}{
+		{"garbled signature", garbled},
+		{"well-formed forged signature", forged}, // passes the header check: only the budget stops it
+	} {
+		t.Run(attack.name, func(t *testing.T) { slowSendersAgainstBinary(t, attack.header) })
+	}
+}
+
+func slowSendersAgainstBinary(t *testing.T, header http.Header) {
+	const (
+		senders  = 400
+		bodySize = 1 << 20
+		heldBack = 64 << 10
+		chunk    = 64 << 10
+		maxPeak  = 256 << 20
+	)
+	g := newBinaryGateway(t, "Caddyfile")
+	g.start(t)
+	pid := g.cmd.Process.Pid
+	addr := fmt.Sprintf("127.0.0.1:%d", g.port)
+	genuine := g.signedRequest(t, "evt_hostile_1")
+	startKiB := procStatusKiB(t, pid, "VmRSS")
+
+	body := make([]byte, bodySize-heldBack)
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	var holding, cutOff atomic.Int64
+	var wg sync.WaitGroup
+	for i := range senders {
+		wg.Go(func() {
+			conn, err := net.DialTimeout("tcp", addr, 10*time.Second)
+			if err != nil {
+				t.Errorf("sender %d: %v", i, err)
+				return
+			}
+			mu.Lock()
+			conns = append(conns, conn)
+			mu.Unlock()
+			_ = conn.SetWriteDeadline(time.Now().Add(45 * time.Second))
+			var head strings.Builder
+			fmt.Fprintf(&head, "POST /hooks/demo HTTP/1.1\r\nHost: localhost:%d\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", g.port, bodySize)
+			for name, values := range header {
+				fmt.Fprintf(&head, "%s: %s\r\n", name, values[0])
+			}
+			head.WriteString("\r\n")
+			if _, err := conn.Write([]byte(head.String())); err != nil {
+				cutOff.Add(1)
+				return
+			}
+			for sent := 0; sent < len(body); sent += chunk {
+				if _, err := conn.Write(body[sent : sent+chunk]); err != nil {
+					cutOff.Add(1) // answered and closed by Caddy, as it should
+					return
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			holding.Add(1)
+		})
+	}
+	wg.Wait()
+	time.Sleep(2 * time.Second) // the senders hold on while Caddy takes in what they sent
+
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Do(genuine.WithContext(context.Background()))
+	if err != nil {
+		t.Fatalf("a genuine event while the senders hold their bodies: %v (hung or refused)", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a genuine event while the senders hold their bodies: %d, want 200 or 503", resp.StatusCode)
+	}
+	peakKiB := procStatusKiB(t, pid, "VmHWM")
+	t.Logf("%d slow senders of %d KiB (last %d KiB held back): %d held on, %d cut off by Caddy; genuine event meanwhile: %d; Caddy RSS %d MiB at start, peak %d MiB",
+		senders, bodySize>>10, heldBack>>10, holding.Load(), cutOff.Load(), resp.StatusCode, startKiB>>10, peakKiB>>10)
+	if peakKiB<<10 >= maxPeak {
+		t.Errorf("Caddy's peak RSS %d MiB, want under %d MiB", peakKiB>>10, maxPeak>>20)
+	}
+
+	mu.Lock()
+	for _, c := range conns {
+		c.Close()
+	}
+	conns = nil
+	mu.Unlock()
+	waitFor(t, "a genuine event to pass once the senders are gone", 15*time.Second, func() bool {
+		resp, err := client.Do(g.signedRequest(t, "evt_hostile_2"))
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+// procStatusKiB reads one "Name: N kB" line of /proc/PID/status, which fails if Caddy is gone.
+func procStatusKiB(t *testing.T, pid int, name string) int64 {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatalf("Caddy's status: %v", err)
+	}
+	defer f.Close()
+	lines := bufio.NewScanner(f)
+	for lines.Scan() {
+		if value, ok := strings.CutPrefix(lines.Text(), name+":"); ok {
+			kib, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(value), "kB")), 10, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			return kib
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/status (is Caddy a zombie?)", name, pid)
+	return 0
+}
+
+func mustPresetConfig(t *testing.T, name string) verify.Config {
+	t.Helper()
+	c, ok := verify.Preset(name)
+	if !ok {
+		t.Fatalf("no preset %q", name)
+	}
+	return c
+}
