@@ -7,7 +7,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/dustin/go-humanize"
 	"go.uber.org/zap"
 )
@@ -50,10 +49,6 @@ type diskWatermark struct {
 	checkedAt time.Time
 	avail     uint64
 	low       bool
-}
-
-func newDiskWatermark(dir string, minFree uint64) *diskWatermark {
-	return &diskWatermark{dir: dir, free: statfsFree, minFree: minFree, logger: caddy.Log().Named("hookgate")}
 }
 
 // setMinFree changes the threshold, e.g. when a reload sets another min_free.

@@ -33,8 +33,9 @@ const reopenDelay = 2 * time.Second
 // Its disk watermark (diskspace.go) refuses new work when the filesystem runs low, and keeps the
 // store closed while there is not even room to open it.
 type pooledLedger struct {
-	dir  string
-	disk *diskWatermark
+	dir    string
+	disk   *diskWatermark
+	logger *zap.Logger
 
 	mu     sync.Mutex
 	ledger store
@@ -64,12 +65,17 @@ type store interface {
 // (App.Start sets it).
 func acquireLedger(dir string, minFree uint64) (*pooledLedger, error) {
 	val, _, err := ledgers.LoadOrNew(dir, func() (caddy.Destructor, error) {
-		return &pooledLedger{dir: dir, disk: newDiskWatermark(dir, minFree)}, nil
+		return newPooledLedger(dir, minFree), nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("hookgate: ledger %s: %w", dir, err)
 	}
 	return val.(*pooledLedger), nil
+}
+
+func newPooledLedger(dir string, minFree uint64) *pooledLedger {
+	logger := caddy.Log().Named("hookgate")
+	return &pooledLedger{dir: dir, logger: logger, disk: &diskWatermark{dir: dir, free: statfsFree, minFree: minFree, logger: logger}}
 }
 
 // release drops one config's reference; the last one closes the store.
@@ -141,7 +147,7 @@ func (p *pooledLedger) open() (store, error) {
 		return nil, err
 	}
 	if p.unavailable != "" {
-		caddy.Log().Named("hookgate").Info("ledger opened", zap.String("dir", p.dir))
+		p.logger.Info("ledger opened", zap.String("dir", p.dir))
 		p.unavailable = ""
 	}
 	p.ledger = l
@@ -155,7 +161,7 @@ func (p *pooledLedger) logUnavailable(cause *unavailableError, fields ...zap.Fie
 		return
 	}
 	p.unavailable = cause.reason
-	caddy.Log().Named("hookgate").Error("ledger not opened: "+cause.reason+"; hookgate routes answer 503 until it opens",
+	p.logger.Error("ledger not opened: "+cause.reason+"; hookgate routes answer 503 until it opens",
 		append([]zap.Field{zap.String("dir", p.dir)}, fields...)...)
 }
 
@@ -204,7 +210,7 @@ func (p *pooledLedger) retire(cause error) {
 	p.notBefore = time.Now().Add(reopenDelay)
 	done := make(chan struct{})
 	p.retiring = done
-	logger := caddy.Log().Named("hookgate")
+	logger := p.logger
 	logger.Error("ledger failed a write; closing it to reopen it from disk",
 		zap.String("dir", p.dir), zap.Duration("reopen_in", reopenDelay), zap.Error(cause))
 	go func() {

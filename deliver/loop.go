@@ -14,9 +14,8 @@ import (
 
 // leaseLoop leases due events while workers are free and hands each to a worker, until ctx
 // ends. Between rounds it sleeps until Notify, a finished event, the next probe of a paused
-// upstream or the poll interval, whichever comes first; after a failed Lease it backs off, until
-// Notify (an event was just accepted, so the store works again) or the backoff ends. A store
-// that stays unavailable (a full disk, a directory another process holds) is logged when it
+// upstream or the poll interval, whichever comes first; after a failed Lease it backs off. A
+// store that stays unavailable (a full disk, a directory another process holds) is logged when it
 // fails and when it works again, not at every retry.
 func (d *Deliverer) leaseLoop(ctx context.Context) {
 	defer close(d.loopDone)
@@ -39,7 +38,6 @@ func (d *Deliverer) leaseLoop(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 				return
-			case <-d.wake:
 			case <-timer.C:
 			}
 			continue
