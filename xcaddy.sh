@@ -31,7 +31,18 @@ run() {
 	exec ./caddy run --config Caddyfile --adapter caddyfile
 }
 
+# The full-disk test mounts a small ext4 image on a loop device (as root).
+test_tools() {
+	local missing=()
+	command -v mkfs.ext4 >/dev/null || missing+=(e2fsprogs)
+	command -v losetup >/dev/null || missing+=(mount)
+	if [ ${#missing[@]} -gt 0 ]; then
+		apt-get update && apt-get install -y "${missing[@]}"
+	fi
+}
+
 run_tests() {
+	test_tools
 	build
 	gofmt_out=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 	if [ -n "$gofmt_out" ]; then

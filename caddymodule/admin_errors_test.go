@@ -50,7 +50,7 @@ func TestAdminErrorsSayWhatTheyAre(t *testing.T) {
 		}
 	}
 
-	pool, err := acquireLedger(storageDir)
+	pool, err := acquireLedger(storageDir, defaultMinFree)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/dustin/go-humanize"
 	"go.uber.org/zap"
 
 	"github.com/hookgate/hookgate/deliver"
@@ -36,6 +37,7 @@ type routeKey struct{ dir, name string }
 
 type appRoute struct {
 	store    *pooledLedger
+	minFree  uint64          // the store's disk watermark, as this route sets it
 	delivery *deliver.Config // nil in sync mode
 	sender   *pooledDeliverer
 }
@@ -56,14 +58,20 @@ func (a *App) Provision(ctx caddy.Context) error {
 }
 
 // register records a route; two routes may not share a name in one store, or their event IDs
-// would silently collide.
-func (a *App) register(key routeKey, store *pooledLedger, delivery *deliver.Config) error {
+// would silently collide, nor set different min_free for it, since it has one watermark.
+func (a *App) register(key routeKey, store *pooledLedger, delivery *deliver.Config, minFree uint64) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if _, dup := a.routes[key]; dup {
 		return fmt.Errorf("hookgate: two routes named %q share the store %s: give each its own `name`", key.name, key.dir)
 	}
-	a.routes[key] = &appRoute{store: store, delivery: delivery}
+	for other, r := range a.routes {
+		if other.dir == key.dir && r.minFree != minFree {
+			return fmt.Errorf("hookgate: routes %q and %q share the store %s but set different min_free (%s and %s): set the same on both",
+				other.name, key.name, key.dir, humanize.IBytes(r.minFree), humanize.IBytes(minFree))
+		}
+	}
+	a.routes[key] = &appRoute{store: store, delivery: delivery, minFree: minFree}
 	return nil
 }
 
@@ -73,6 +81,7 @@ func (a *App) Start() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for key, r := range a.routes {
+		r.store.disk.setMinFree(r.minFree) // this config's, across a reload
 		if r.delivery == nil {
 			continue
 		}

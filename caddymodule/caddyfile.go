@@ -33,7 +33,9 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		id               header|json <name|path>
 //		version          header|json <entity> header|json <version>
 //		version_ttl      <duration>
-//		storage          badger [<dir>]
+//		storage          badger [<dir>] {
+//			min_free <size>
+//		}
 //		signature_header <name>
 //		signature_format single|stripe|standard
 //		prefix           <text>
@@ -145,22 +147,45 @@ func (h *Handler) unmarshalCompound(d *caddyfile.Dispenser, sub string) error {
 		}
 		h.Forward = f
 	case "storage":
-		st := new(Storage)
-		if !d.NextArg() {
-			return d.ArgErr()
-		}
-		st.Backend = d.Val()
-		if d.NextArg() {
-			st.Dir = d.Val()
-		}
-		if d.NextArg() {
-			return d.ArgErr()
+		st, err := unmarshalStorage(d)
+		if err != nil {
+			return err
 		}
 		h.Storage = st
 	default:
 		return d.Errf("unrecognized hookgate subdirective %q", sub)
 	}
 	return nil
+}
+
+// unmarshalStorage parses `storage badger [<dir>] [{ min_free <size> }]`.
+func unmarshalStorage(d *caddyfile.Dispenser) (*Storage, error) {
+	st := new(Storage)
+	if !d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	st.Backend = d.Val()
+	if d.NextArg() {
+		st.Dir = d.Val()
+	}
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		if d.Val() != "min_free" {
+			return nil, d.Errf("unrecognized storage subdirective %q (min_free is the only one)", d.Val())
+		}
+		var raw string
+		if !d.AllArgs(&raw) {
+			return nil, d.ArgErr()
+		}
+		size, err := humanize.ParseBytes(raw)
+		if err != nil {
+			return nil, d.Errf("min_free: %v", err)
+		}
+		st.MinFree = int64(size)
+	}
+	return st, nil
 }
 
 // Interface guard

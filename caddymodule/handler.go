@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"time"
@@ -65,7 +66,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 // answerUnlessNew answers the provider itself when the ledger found the event is not new, or
 // could not tell; answered is false when the event is to be handed on.
 func (h *Handler) answerUnlessNew(out *outcome, op string, found dedupe.Outcome, err error) (answered bool, _ error) {
+	var unavailable *unavailableError
 	switch {
+	case errors.As(err, &unavailable): // logged once, where it was found (store.go, diskspace.go)
+		return true, out.busy(unavailable.reason)
 	case err != nil:
 		h.logger.Error("ledger "+op+" failed", zap.String("route", h.Name), zap.Error(err))
 		return true, out.busy("ledger unavailable")

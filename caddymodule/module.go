@@ -137,6 +137,11 @@ type Storage struct {
 	Backend string `json:"backend,omitempty"`
 	// Dir is Badger's directory. Default: hookgate/ in Caddy's data directory.
 	Dir string `json:"dir,omitempty"`
+	// MinFree is the free space, in bytes, that the directory's filesystem must keep: below it
+	// new events are refused with 503 (async accepts, sync claims) while deliveries go on, and
+	// below half of it the ledger is not opened. Routes sharing a directory must agree on it.
+	// Default: 64 MiB (what Badger may still write meanwhile; see defaultMinFree).
+	MinFree int64 `json:"min_free,omitempty"`
 }
 
 // CaddyModule returns the Caddy module information.
@@ -196,7 +201,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	if h.ledger, err = acquireLedger(dir); err != nil {
+	if h.ledger, err = acquireLedger(dir, h.minFree()); err != nil {
 		return err
 	}
 	if err := h.registerRoute(ctx, dir); err != nil {
@@ -222,7 +227,15 @@ func (h *Handler) registerRoute(ctx caddy.Context, dir string) error {
 		return fmt.Errorf("hookgate: loading the hookgate app: %w", err)
 	}
 	h.app = app.(*App)
-	return h.app.register(routeKey{dir: dir, name: h.Name}, h.ledger, delivery)
+	return h.app.register(routeKey{dir: dir, name: h.Name}, h.ledger, delivery, h.minFree())
+}
+
+// minFree is the route's storage min_free, or its default.
+func (h *Handler) minFree() uint64 {
+	if h.Storage == nil || h.Storage.MinFree == 0 {
+		return defaultMinFree
+	}
+	return uint64(h.Storage.MinFree)
 }
 
 // applyOverrides lays the operator's scheme fields over the preset's.
@@ -309,6 +322,9 @@ func (h *Handler) Validate() error {
 	}
 	if err := h.checkAsyncMaxBody(); err != nil {
 		return err
+	}
+	if h.Storage != nil && h.Storage.MinFree < 0 {
+		return fmt.Errorf("hookgate: storage min_free must be positive")
 	}
 	if h.DedupeTTL < 0 || h.Lease < 0 || h.Tolerance < 0 {
 		return fmt.Errorf("hookgate: durations must be positive")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/dustin/go-humanize"
 	"go.uber.org/zap"
 
 	"github.com/hookgate/hookgate/dedupe"
@@ -28,8 +29,13 @@ const reopenDelay = 2 * time.Second
 // A store that failed a write (dedupe.ErrStoreFailed) refuses everything; the pool then closes it
 // and, on a request at least reopenDelay later, opens the directory again, so the service
 // recovers from what the disk holds without a reload.
+//
+// Its disk watermark (diskspace.go) refuses new work when the filesystem runs low, and keeps the
+// store closed while there is not even room to open it.
 type pooledLedger struct {
-	dir string
+	dir    string
+	disk   *diskWatermark
+	logger *zap.Logger
 
 	mu     sync.Mutex
 	ledger store
@@ -40,6 +46,8 @@ type pooledLedger struct {
 	// notBefore is when the store may be opened again after a failure.
 	notBefore time.Time
 	closed    bool
+	// unavailable is why the store could not be opened, as last logged; "" once it is open.
+	unavailable string
 }
 
 // store is what the pool uses of an open *dedupe.Badger; tests wrap one to make it fail.
@@ -54,14 +62,22 @@ type store interface {
 	Pending(namespace string) int
 }
 
-func acquireLedger(dir string) (*pooledLedger, error) {
+// acquireLedger returns the directory's pool entry, creating it with minFree as its disk
+// watermark; a running entry keeps its watermark until the config that uses it starts
+// (App.Start sets it).
+func acquireLedger(dir string, minFree uint64) (*pooledLedger, error) {
 	val, _, err := ledgers.LoadOrNew(dir, func() (caddy.Destructor, error) {
-		return &pooledLedger{dir: dir}, nil
+		return newPooledLedger(dir, minFree), nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("hookgate: ledger %s: %w", dir, err)
 	}
 	return val.(*pooledLedger), nil
+}
+
+func newPooledLedger(dir string, minFree uint64) *pooledLedger {
+	logger := caddy.Log().Named("hookgate")
+	return &pooledLedger{dir: dir, logger: logger, disk: &diskWatermark{dir: dir, free: statfsFree, minFree: minFree, logger: logger}}
 }
 
 // release drops one config's reference; the last one closes the store.
@@ -112,15 +128,54 @@ func (p *pooledLedger) open() (store, error) {
 		}
 	}
 	if time.Now().Before(p.notBefore) {
-		return nil, errLedgerReopening
+		return nil, p.unavailableOr(errLedgerReopening)
+	}
+	if avail, need, ok := p.disk.roomToOpen(); !ok {
+		p.logUnavailable(errDiskFull, zap.String("free", humanize.IBytes(avail)), zap.String("needs", humanize.IBytes(need)))
+		return nil, errDiskFull
 	}
 	l, err := p.openStore()
+	if errors.Is(err, dedupe.ErrLocked) {
+		pid, cmdline := dedupe.LockHolder(p.dir)
+		p.logUnavailable(errLedgerLocked, zap.Int("holder_pid", pid), zap.String("holder_cmdline", cmdline), zap.Error(err))
+		err = errLedgerLocked
+	}
 	if err != nil {
 		p.notBefore = time.Now().Add(reopenDelay)
-		return nil, fmt.Errorf("opening ledger: %w", err)
+		if err != errLedgerLocked {
+			p.unavailable = ""
+			return nil, fmt.Errorf("opening ledger: %w", err)
+		}
+		return nil, err
+	}
+	if p.unavailable != "" {
+		p.logger.Info("ledger opened", zap.String("dir", p.dir))
+		p.unavailable = ""
 	}
 	p.ledger = l
 	return l, nil
+}
+
+// logUnavailable logs why the store cannot be opened, once per cause rather than once per
+// request or retry. The caller holds p.mu.
+func (p *pooledLedger) logUnavailable(cause *unavailableError, fields ...zap.Field) {
+	if p.unavailable == cause.reason {
+		return
+	}
+	p.unavailable = cause.reason
+	p.logger.Error("ledger not opened: "+cause.reason+"; hookgate routes answer 503 until it opens",
+		append([]zap.Field{zap.String("dir", p.dir)}, fields...)...)
+}
+
+// unavailableOr is err, or while the store cannot be opened for a cause already logged, that
+// cause: a request between two tries is refused for the same reason. The caller holds p.mu.
+func (p *pooledLedger) unavailableOr(err error) error {
+	for _, cause := range []*unavailableError{errDiskFull, errLedgerLocked} {
+		if p.unavailable == cause.reason {
+			return cause
+		}
+	}
+	return err
 }
 
 // openStore opens the directory: afresh, or after a store of this process failed, with
@@ -157,7 +212,7 @@ func (p *pooledLedger) retire(cause error) {
 	p.notBefore = time.Now().Add(reopenDelay)
 	done := make(chan struct{})
 	p.retiring = done
-	logger := caddy.Log().Named("hookgate")
+	logger := p.logger
 	logger.Error("ledger failed a write; closing it to reopen it from disk",
 		zap.String("dir", p.dir), zap.Duration("reopen_in", reopenDelay), zap.Error(cause))
 	go func() {
@@ -171,10 +226,17 @@ func (p *pooledLedger) retire(cause error) {
 var (
 	errLedgerClosed    = errors.New("ledger closed")
 	errLedgerReopening = errors.New("ledger failed; it is being reopened")
+	errDiskFull        = &unavailableError{reason: "the ledger's disk is full: it opens once space is freed"}
+	errLedgerLocked    = &unavailableError{reason: "the ledger's directory is locked by another process"}
 )
 
 // Claim implements dedupe.Ledger.
+// A claim is refused while the disk is below its watermark: the app must not get an event whose
+// done may not be recorded.
 func (p *pooledLedger) Claim(ctx context.Context, c dedupe.Claim) (dedupe.Outcome, error) {
+	if err := p.disk.admit(); err != nil {
+		return 0, err
+	}
 	l, err := p.open()
 	if err != nil {
 		return 0, err
@@ -204,7 +266,12 @@ func (p *pooledLedger) Release(ctx context.Context, c dedupe.Claim) error {
 func (p *pooledLedger) Close() error { return nil }
 
 // Accept implements dedupe.Outbox.
+// It is refused while the disk is below its watermark, so that what is already queued can
+// still be delivered.
 func (p *pooledLedger) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, ttl time.Duration) (dedupe.Outcome, error) {
+	if err := p.disk.admit(); err != nil {
+		return 0, err
+	}
 	l, err := p.open()
 	if err != nil {
 		return 0, err

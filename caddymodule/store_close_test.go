@@ -74,7 +74,7 @@ func closeUnderStrandedScan(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	pool := &pooledLedger{dir: dir}
+	pool := newPooledLedger(dir, defaultMinFree)
 	app := &App{routes: map[routeKey]*appRoute{}, logger: zap.NewNop()}
 	scanned := make(chan struct{})
 	go func() {

@@ -71,7 +71,7 @@ func openBadger(dir string, perTxnSync bool, previous *Badger) (*Badger, error) 
 	log := &storeLogger{failed: failed}
 	db, err := badger.Open(badgerOptions(dir, perTxnSync).WithLogger(log))
 	if err != nil {
-		return nil, fmt.Errorf("dedupe: open %s: %w", dir, err)
+		return nil, fmt.Errorf("dedupe: open %s: %w", dir, lockError(err))
 	}
 	b := &Badger{db: db, dir: dir, failed: failed, claims: &claimTable{}}
 	if !perTxnSync {

@@ -14,12 +14,15 @@ import (
 
 // leaseLoop leases due events while workers are free and hands each to a worker, until ctx
 // ends. Between rounds it sleeps until Notify, a finished event, the next probe of a paused
-// upstream or the poll interval, whichever comes first; after a failed Lease it backs off.
+// upstream or the poll interval, whichever comes first; after a failed Lease it backs off. A
+// store that stays unavailable (a full disk, a directory another process holds) is logged when it
+// fails and when it works again, not at every retry.
 func (d *Deliverer) leaseLoop(ctx context.Context) {
 	defer close(d.loopDone)
 	timer := time.NewTimer(pollInterval)
 	defer timer.Stop()
 	var errorBackoff time.Duration
+	var lastErr string
 	for {
 		wait, err := d.leaseDue(ctx)
 		if ctx.Err() != nil {
@@ -27,7 +30,10 @@ func (d *Deliverer) leaseLoop(ctx context.Context) {
 		}
 		if err != nil {
 			errorBackoff = min(max(2*errorBackoff, pollInterval), maxLeaseBackoff)
-			d.logger.Error("leasing due events failed", zap.Duration("retry_in", errorBackoff), zap.Error(err))
+			if err.Error() != lastErr {
+				d.logger.Error("leasing due events failed; retrying", zap.Duration("retry_in", errorBackoff), zap.Error(err))
+				lastErr = err.Error()
+			}
 			timer.Reset(errorBackoff)
 			select {
 			case <-ctx.Done():
@@ -35,6 +41,10 @@ func (d *Deliverer) leaseLoop(ctx context.Context) {
 			case <-timer.C:
 			}
 			continue
+		}
+		if lastErr != "" {
+			d.logger.Info("leasing due events works again")
+			lastErr = ""
 		}
 		errorBackoff = 0
 		timer.Reset(wait)
