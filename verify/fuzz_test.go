@@ -120,7 +120,8 @@ func FuzzParseTimestamp(f *testing.F) {
 // FuzzVerify drives whole requests through every header parser at once, for
 // every preset's published vector and every algorithm × encoding × format:
 // whatever the headers, Verify must return nil or a *Error that names a kind
-// and reveals no secret. The target index picks the scheme.
+// and reveals no secret, and CheckHeaders must never refuse what Verify
+// accepts. The target index picks the scheme.
 func FuzzVerify(f *testing.F) {
 	type target struct {
 		config   Config
@@ -161,8 +162,13 @@ func FuzzVerify(f *testing.F) {
 		if target.config.IDHeader != "" {
 			h.Set(target.config.IDHeader, id)
 		}
-		_, err := target.verifier.Verify(h, body, target.now.Add(time.Second))
+		now := target.now.Add(time.Second)
+		_, err := target.verifier.Verify(h, body, now)
+		headerErr := target.verifier.CheckHeaders(h, now)
 		if err == nil {
+			if headerErr != nil {
+				t.Fatalf("CheckHeaders refused (%v) a request Verify accepts", headerErr)
+			}
 			return
 		}
 		var verr *Error
