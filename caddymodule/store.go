@@ -48,6 +48,9 @@ type pooledLedger struct {
 	closed    bool
 	// unavailable is why the store could not be opened, as last logged; "" once it is open.
 	unavailable string
+	// reclaiming is set while a reclaim runs, reclaimedAt when the last one ended (reclaim.go).
+	reclaiming  bool
+	reclaimedAt time.Time
 }
 
 // store is what the pool uses of an open *dedupe.Badger; tests wrap one to make it fail.
@@ -60,6 +63,8 @@ type store interface {
 	PendingByNamespace(ctx context.Context) (map[string]int, error)
 	// Pending is a namespace's backlog of undelivered events, from a counter.
 	Pending(namespace string) int
+	// Reclaim gives back the disk space of delivered and expired bodies now.
+	Reclaim(ctx context.Context) error
 }
 
 // acquireLedger returns the directory's pool entry, creating it with minFree as its disk
@@ -235,6 +240,7 @@ var (
 // done may not be recorded.
 func (p *pooledLedger) Claim(ctx context.Context, c dedupe.Claim) (dedupe.Outcome, error) {
 	if err := p.disk.admit(); err != nil {
+		p.reclaimWhileLow()
 		return 0, err
 	}
 	l, err := p.open()
@@ -270,6 +276,7 @@ func (p *pooledLedger) Close() error { return nil }
 // still be delivered.
 func (p *pooledLedger) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, ttl time.Duration) (dedupe.Outcome, error) {
 	if err := p.disk.admit(); err != nil {
+		p.reclaimWhileLow()
 		return 0, err
 	}
 	l, err := p.open()
@@ -285,6 +292,7 @@ func (p *pooledLedger) Lease(ctx context.Context, ns string, now time.Time, n in
 	if err != nil {
 		return nil, err
 	}
+	p.reclaimWhileLow() // the deliverer polls even when no provider sends: space comes back as it drains
 	return l.Lease(ctx, ns, now, n, lease)
 }
 

@@ -54,6 +54,10 @@ type committer struct {
 	// counts follow what was committed (outbox_pending.go).
 	settled func(txn *badger.Txn, committed bool)
 
+	// writing is held while a group is applied and committed; exclusive holds it to keep the
+	// committer out of Badger while Badger refuses writes (reclaim.go).
+	writing sync.Mutex
+
 	mu     sync.Mutex
 	wake   sync.Cond // signalled when queue grows or closed is set
 	queue  []*request
@@ -112,6 +116,14 @@ func (c *committer) do(ctx context.Context, fn func(*badger.Txn) error) error {
 	}
 }
 
+// exclusive runs fn between two groups: no group is applied or committed meanwhile (requests
+// queue up, and go on once fn returns).
+func (c *committer) exclusive(fn func() error) error {
+	c.writing.Lock()
+	defer c.writing.Unlock()
+	return fn()
+}
+
 // close refuses new requests, waits until the queued ones are committed (so
 // none of their callers hangs, and none is told "closed" for a write that
 // then happens), and stops the committer. It may be called more than once.
@@ -130,7 +142,9 @@ func (c *committer) run() {
 		if group == nil {
 			return
 		}
+		c.writing.Lock()
 		c.commit(group)
+		c.writing.Unlock()
 	}
 }
 
