@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dustin/go-humanize"
+	"go.uber.org/zap"
 
 	"github.com/hookgate/hookgate/dedupe"
 )
@@ -55,12 +56,28 @@ func (h *Handler) enqueue(out *outcome, r *http.Request, body []byte, claim dedu
 		return out.reject(http.StatusRequestEntityTooLarge, "request too large to queue (body and headers over "+humanize.IBytes(dedupe.MaxPayload)+")")
 	}
 	if err == nil && found == dedupe.Full {
+		h.noteBacklogFull(true)
 		return out.busy(fmt.Sprintf("backlog of undelivered events is at max_pending (%d)", h.maxPending))
 	}
 	if answered, err := h.answerUnlessNew(out, "accept", found, err); answered {
 		return err
 	}
+	h.noteBacklogFull(false)
 	h.app.notify(routeKey{dir: h.ledger.dir, name: h.Name})
 	out.accepted()
 	return out.write(http.StatusAccepted, "accepted", receipt{Received: true, ID: ev.ID})
+}
+
+// noteBacklogFull logs once when the route's backlog reaches max_pending and once when an
+// event is accepted again, not once per refused request.
+func (h *Handler) noteBacklogFull(full bool) {
+	if h.backlogFull.Swap(full) == full {
+		return
+	}
+	if full {
+		h.logger.Warn("backlog at max_pending: refusing new events (503) until deliveries catch up",
+			zap.String("route", h.Name), zap.Int("max_pending", h.maxPending))
+		return
+	}
+	h.logger.Info("backlog below max_pending: accepting events again", zap.String("route", h.Name), zap.Int("max_pending", h.maxPending))
 }

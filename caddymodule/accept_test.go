@@ -4,13 +4,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // validateCaddyfile provisions a config as `caddy validate` does, inside the test process.
@@ -65,4 +69,30 @@ func TestAsyncRequestAtMaxBodyIsQueuedAndOneTooLargeIs413(t *testing.T) {
 	ev = signedEvent(t, "evt_maxbody_2", body(2), time.Now(), testSecret)
 	ev.headers.Set("X-Padding", strings.Repeat("<", 1_500_000))
 	expectReply(t, "a body of max_body with 1.5 MB of headers", send(t, client, ev), http.StatusRequestEntityTooLarge, "too large to queue")
+}
+
+// Reaching max_pending is logged once, and accepting again once, however many requests are
+// refused in between (DESIGN.md §7: once per change of state).
+func TestBacklogFullLoggedOncePerChange(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	h := &Handler{Name: "orders", maxPending: 5, backlogFull: new(atomic.Bool), logger: zap.New(core)}
+	for range 3 {
+		h.noteBacklogFull(false)
+	}
+	for range 50 {
+		h.noteBacklogFull(true)
+	}
+	h.noteBacklogFull(false)
+	h.noteBacklogFull(false)
+	var got []string
+	for _, e := range logs.All() {
+		got = append(got, e.Level.String()+" "+e.Message)
+	}
+	want := []string{
+		"warn backlog at max_pending: refusing new events (503) until deliveries catch up",
+		"info backlog below max_pending: accepting events again",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("log lines %q, want %q", got, want)
+	}
 }

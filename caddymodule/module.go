@@ -5,6 +5,7 @@ package caddymodule
 import (
 	"fmt"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -110,8 +111,10 @@ type Handler struct {
 	ledger       *pooledLedger
 	// maxPending is an async route's bound on its backlog (Forward.MaxPending, defaulted).
 	maxPending int
-	app        *App
-	logger     *zap.Logger
+	// backlogFull is set while accepts are refused at maxPending, so that is logged once.
+	backlogFull *atomic.Bool
+	app         *App
+	logger      *zap.Logger
 }
 
 // Source names where a value is found in a request.
@@ -220,7 +223,7 @@ func (h *Handler) registerRoute(ctx caddy.Context, dir string) error {
 			return err
 		}
 		delivery = &cfg
-		h.maxPending = cfg.MaxPending
+		h.maxPending, h.backlogFull = cfg.MaxPending, new(atomic.Bool)
 	}
 	app, err := ctx.App("hookgate")
 	if err != nil {
