@@ -1,0 +1,42 @@
+package caddymodule
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hookgate/hookgate/dedupe"
+)
+
+// Review of issue 9: "Log one WARN when the watermark is crossed and one INFO when it clears, not
+// one per request." Near the watermark free space moves both ways all the time (a memtable flush
+// or a compaction writes new tables, then deletes old ones; value-log GC deletes a file; the
+// deliverer's writes take a little): with no hysteresis, every statfs reading (one per 500 ms)
+// that lands on the other side of min_free logs a WARN or an INFO, and accepts flap with it. Here
+// free space wobbles by 1 MiB around min_free over 20 readings (10 s of a real gateway): 20 log
+// lines, and the route alternates between 202 and 503.
+func TestReview9WatermarkDoesNotFlapAroundMinFree(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeDisk(t, t.TempDir(), 1<<30)
+	p := f.pool
+	const readings = 20
+	accepted := 0
+	for i := range readings {
+		if i%2 == 0 {
+			f.set(testMinFree - 1<<20)
+		} else {
+			f.set(testMinFree + 1<<20)
+		}
+		id := "evt_" + time.Now().Format("150405.000000000")
+		if _, err := p.Accept(ctx, dedupe.Claim{Namespace: "q", ID: id}, queued(id), time.Hour); err == nil {
+			accepted++
+		}
+	}
+	warns, infos := f.count(zap.WarnLevel, "below min_free"), f.count(zap.InfoLevel, "back above min_free")
+	if warns > 1 || infos > 1 {
+		t.Fatalf("free space wobbling by 1 MiB around min_free over %d readings logged %d WARN and %d INFO lines (want at most one each), and the route accepted %d of %d events in between refusals",
+			readings, warns, infos, accepted, readings)
+	}
+}
