@@ -145,7 +145,7 @@ func (a *AdminAPI) replay(w http.ResponseWriter, r *http.Request, sender *pooled
 		sender.Notify()
 	}
 	if err != nil {
-		return apiError(http.StatusInternalServerError, fmt.Errorf("replayed %d, then: %w", replayed, err))
+		return storeError(fmt.Errorf("replayed %d, then: %w", replayed, err))
 	}
 	return writeJSON(w, map[string]any{"route": sender.key.name, "replayed": replayed})
 }
@@ -234,6 +234,8 @@ func storeError(err error) error {
 		return apiError(http.StatusNotFound, err)
 	case errors.Is(err, dedupe.ErrNotDead):
 		return apiError(http.StatusConflict, err)
+	case errors.Is(err, dedupe.ErrNoRoom):
+		return apiError(http.StatusServiceUnavailable, err)
 	}
 	return apiError(http.StatusInternalServerError, err)
 }

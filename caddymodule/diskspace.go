@@ -63,13 +63,21 @@ func (w *diskWatermark) setMinFree(minFree uint64) {
 // answer.
 var errDiskLow = &unavailableError{reason: "the ledger's disk is nearly full: new events are refused until space is freed"}
 
-// admit returns errDiskLow while free space is below minFree.
+// admit returns errDiskLow while the disk is low: from when free space falls below minFree
+// until it is back above minFree plus a quarter (see read).
 func (w *diskWatermark) admit() error {
-	avail, minFree := w.read()
-	if avail < minFree {
+	if w.isLow() {
 		return errDiskLow
 	}
 	return nil
+}
+
+// isLow reads the free space (from the cache) and reports whether the disk is low.
+func (w *diskWatermark) isLow() bool {
+	w.read()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.low
 }
 
 // roomToOpen reports whether there is room to open the ledger: half of minFree. Below minFree
@@ -93,11 +101,22 @@ func (w *diskWatermark) read() (avail, minFree uint64) {
 	w.checkedAt = now
 	avail, err := w.free(w.dir)
 	if err != nil {
-		// Unknown free space refuses nothing: Badger reports a disk it cannot use itself.
-		avail = w.minFree
+		// Unknown free space changes nothing: the last reading stands (none yet: room enough,
+		// as Badger reports a disk it cannot use itself).
+		if w.avail == 0 && !w.low {
+			w.avail = w.minFree
+		}
+		return w.avail, w.minFree
 	}
 	w.avail = avail
-	switch low := avail < w.minFree; {
+	// Near the threshold free space moves both ways all the time (a flush or a compaction
+	// writes new tables before it deletes old ones, GC deletes a file): once low, the disk is
+	// low until it is a quarter of minFree above it, so accepts and the log do not flap.
+	threshold := w.minFree
+	if w.low {
+		threshold += w.minFree / 4
+	}
+	switch low := avail < threshold; {
 	case low && !w.low:
 		w.logger.Warn("ledger disk below min_free: refusing new events (503) until space is freed; deliveries go on",
 			zap.String("dir", w.dir), zap.String("free", humanize.IBytes(avail)), zap.String("min_free", humanize.IBytes(w.minFree)))
@@ -105,7 +124,7 @@ func (w *diskWatermark) read() (avail, minFree uint64) {
 		w.logger.Info("ledger disk back above min_free: accepting events again",
 			zap.String("dir", w.dir), zap.String("free", humanize.IBytes(avail)), zap.String("min_free", humanize.IBytes(w.minFree)))
 	}
-	w.low = avail < w.minFree
+	w.low = avail < threshold
 	return w.avail, w.minFree
 }
 

@@ -121,7 +121,11 @@ func TestDiskWatermarkRefusesOnlyNewWork(t *testing.T) {
 		t.Fatalf("%d WARN lines for one crossing of the watermark, want 1: %v", n, f.logs.All())
 	}
 
-	f.set(testMinFree)
+	f.set(testMinFree) // back at min_free: still low, so that free space wobbling there does not flap
+	if _, err := p.Accept(ctx, dedupe.Claim{Namespace: "q", ID: "evt_at_min_free"}, queued("evt_at_min_free"), time.Hour); !errors.Is(err, errDiskLow) {
+		t.Fatalf("accept at exactly min_free after being below it: %v, want errDiskLow until a quarter above", err)
+	}
+	f.set(testMinFree + testMinFree/4)
 	if out, err := p.Accept(ctx, dedupe.Claim{Namespace: "q", ID: "evt_after"}, queued("evt_after"), time.Hour); err != nil || out != dedupe.Claimed {
 		t.Fatalf("accept once space is back: %v %v", out, err)
 	}

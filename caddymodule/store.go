@@ -297,7 +297,13 @@ func (p *pooledLedger) Lease(ctx context.Context, ns string, now time.Time, n in
 }
 
 // Update implements dedupe.Outbox.
+// Below the watermark an update to Dead is refused (dedupe.ErrNoRoom): a dead letter stores its
+// body again, and a backlog dead-lettered at once would write as much as filled the disk.
 func (p *pooledLedger) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration) error {
+	if ev.State == dedupe.Dead && p.disk.isLow() {
+		p.reclaimWhileLow()
+		return fmt.Errorf("dead-lettering %q: %w", ev.ID, dedupe.ErrNoRoom)
+	}
 	l, err := p.open()
 	if err != nil {
 		return err
@@ -342,7 +348,11 @@ func (p *pooledLedger) Pending(ns string) (int, error) {
 }
 
 // Replay implements dedupe.Outbox.
+// Below the watermark it is refused (dedupe.ErrNoRoom): a replay stores the body again.
 func (p *pooledLedger) Replay(ctx context.Context, ns, id string, now time.Time) error {
+	if p.disk.isLow() {
+		return fmt.Errorf("replaying %q: %w", id, dedupe.ErrNoRoom)
+	}
 	l, err := p.open()
 	if err != nil {
 		return err

@@ -26,6 +26,11 @@ var ErrNotFound = errors.New("event not found")
 // or was delivered or superseded, so there is nothing to replay.
 var ErrNotDead = errors.New("event is not dead")
 
+// ErrNoRoom is returned by an Outbox that, for want of disk space, refuses a write that would
+// store an event's body again: an Update to Dead (a dead letter keeps its body for replay) or a
+// Replay. The event is left as it was; the deliverer keeps it pending and tries again later.
+var ErrNoRoom = errors.New("no room on the ledger's disk to keep the event's body")
+
 // ErrTooLarge is returned by Accept for an event larger than MaxPayload.
 var ErrTooLarge = errors.New("event too large to queue")
 

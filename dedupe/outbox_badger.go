@@ -72,7 +72,7 @@ func (b *Badger) Accept(ctx context.Context, c Claim, ev *Event, dedupeTTL time.
 			return nil
 		}
 		if vk != nil {
-			if err := txn.SetEntry(versionEntry(vk, c.Version, c.VersionTTL)); err != nil {
+			if err := advanceAccepted(txn, c, vk); err != nil {
 				return err
 			}
 		}

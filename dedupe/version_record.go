@@ -44,3 +44,25 @@ func deliveredEntry(txn *badger.Txn, namespace, entity string, dk []byte, versio
 	e.ExpiresAt = accepted.ExpiresAt()
 	return e, nil
 }
+
+// advanceAccepted writes the entity's accepted version c.Version (vk is its key), for
+// c.VersionTTL from now, and gives the delivered version, if any, the same new expiry: it is to
+// expire with the accepted one, not before it, or an older event still queued would be sent
+// after a newer one was delivered rather than superseded.
+func advanceAccepted(txn *badger.Txn, c Claim, vk []byte) error {
+	accepted := versionEntry(vk, c.Version, c.VersionTTL)
+	if err := txn.SetEntry(accepted); err != nil {
+		return err
+	}
+	dk, err := key(c.Namespace, kindDelivered, c.Entity)
+	if err != nil {
+		return err
+	}
+	delivered, found, err := getVersion(txn, dk)
+	if err != nil || !found {
+		return err
+	}
+	e := badger.NewEntry(dk, versionValue(delivered))
+	e.ExpiresAt = accepted.ExpiresAt
+	return txn.SetEntry(e)
+}

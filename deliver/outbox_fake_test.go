@@ -24,6 +24,8 @@ type fakeOutbox struct {
 	deadlines []time.Time // each Update's context deadline
 	leases    int
 	leaseErr  error
+	// noRoom makes an Update to Dead fail as on a disk below its watermark.
+	noRoom bool
 }
 
 func newFakeOutbox() *fakeOutbox {
@@ -159,6 +161,8 @@ func (f *fakeOutbox) Update(ctx context.Context, ev *dedupe.Event, keep time.Dur
 		return fmt.Errorf("update %q: already %s", ev.ID, stored.State)
 	case ev.State != dedupe.Pending && keep <= 0:
 		return fmt.Errorf("update %q: keep must be positive for %s, got %v", ev.ID, ev.State, keep)
+	case ev.State == dedupe.Dead && f.noRoom:
+		return fmt.Errorf("dead-lettering %q: %w", ev.ID, dedupe.ErrNoRoom)
 	}
 	c := cloneEvent(ev)
 	f.events[fakeKey(ev.Namespace, ev.ID)] = c

@@ -121,6 +121,10 @@ func (d *Deliverer) postponeUnlessSuperseded(s *settings, ev *dedupe.Event, unti
 	}
 }
 
+// noRoomDelay is how long an event whose dead-lettering the disk had no room for waits before
+// its next attempt.
+const noRoomDelay = time.Minute
+
 // store records ev in the outbox (keep is the retention of a final state) and reports whether
 // it did. It waits for a slow store until the event's lease ends (until), and at least
 // outboxTimeout: giving up earlier would send a delivered event again for nothing, while
@@ -132,6 +136,14 @@ func (d *Deliverer) store(ev *dedupe.Event, keep time.Duration, until time.Time,
 	defer cancel()
 	err := d.out.Update(ctx, ev, keep)
 	switch {
+	case errors.Is(err, dedupe.ErrNoRoom) && ev.State == dedupe.Dead:
+		// Dead-lettering copies the body, which a nearly full disk has no room for: the event
+		// stays pending and dies once there is room (or is delivered, if the upstream relents).
+		logger.Warn("dead-lettering postponed: the ledger's disk has no room to keep the body; the event stays pending",
+			zap.String("reason", ev.LastError), zap.Duration("retry_in", noRoomDelay))
+		ev.State, ev.NextAttempt = dedupe.Pending, time.Now().Add(noRoomDelay)
+		d.store(ev, 0, until, logger)
+		return false
 	case errors.Is(err, dedupe.ErrLeaseLost):
 		logger.Warn("the event's lease ran out and another worker took it over; this worker's outcome is dropped",
 			zap.String("state", string(ev.State)), zap.Time("lease_end", until))

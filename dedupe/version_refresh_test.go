@@ -11,7 +11,7 @@ func untilSecond(sec int64, margin time.Duration) {
 	time.Sleep(time.Until(time.Unix(sec, 0).Add(margin)))
 }
 
-// Review of issue 9: the delivered version is meant to expire "with the accepted version"
+// The delivered version is meant to expire "with the accepted version"
 // (deliveredEntry, README: "in async mode, the delivered version expires with it"), since it is
 // never newer. But deliveredEntry copies the accepted version's expiry at the moment of delivery;
 // a later accept of a newer version refreshes the accepted version's TTL and not the delivered
@@ -19,7 +19,7 @@ func untilSecond(sec int64, margin time.Duration) {
 // known: an older event still queued (v1 here, postponed or retrying) is then sent to the upstream
 // after v2 was delivered, instead of being superseded. Out-of-order delivery is what versions exist
 // to prevent.
-func TestReview9DeliveredVersionOutlivedByRefreshedAcceptedVersion(t *testing.T) {
+func TestDeliveredVersionExpiresWithTheRefreshedAcceptedVersion(t *testing.T) {
 	t.Parallel()
 	b := openTest(t)
 	ctx := context.Background()

@@ -10,14 +10,14 @@ import (
 	"github.com/hookgate/hookgate/dedupe"
 )
 
-// Review of issue 9: "Log one WARN when the watermark is crossed and one INFO when it clears, not
+// "Log one WARN when the watermark is crossed and one INFO when it clears, not
 // one per request." Near the watermark free space moves both ways all the time (a memtable flush
 // or a compaction writes new tables, then deletes old ones; value-log GC deletes a file; the
 // deliverer's writes take a little): with no hysteresis, every statfs reading (one per 500 ms)
 // that lands on the other side of min_free logs a WARN or an INFO, and accepts flap with it. Here
 // free space wobbles by 1 MiB around min_free over 20 readings (10 s of a real gateway): 20 log
 // lines, and the route alternates between 202 and 503.
-func TestReview9WatermarkDoesNotFlapAroundMinFree(t *testing.T) {
+func TestWatermarkDoesNotFlapAroundMinFree(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeDisk(t, t.TempDir(), 1<<30)
 	p := f.pool
