@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -38,5 +39,25 @@ func TestWatermarkDoesNotFlapAroundMinFree(t *testing.T) {
 	if warns > 1 || infos > 1 {
 		t.Fatalf("free space wobbling by 1 MiB around min_free over %d readings logged %d WARN and %d INFO lines (want at most one each), and the route accepted %d of %d events in between refusals",
 			readings, warns, infos, accepted, readings)
+	}
+}
+
+// A statfs that fails tells nothing about free space: a low disk stays low (no "back above"
+// line, accepts still refused) rather than being taken for one with room.
+func TestWatermarkKeepsItsStateWhenStatfsFails(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeDisk(t, t.TempDir(), 1<<30)
+	f.set(testMinFree - 1)
+	if err := f.pool.disk.admit(); err == nil {
+		t.Fatal("below min_free: admitted")
+	}
+	f.pool.disk.free = func(string) (uint64, error) { return 0, errors.New("injected: statfs failed") }
+	f.set(0)
+	id := "evt_statfs_failed"
+	if _, err := f.pool.Accept(ctx, dedupe.Claim{Namespace: "q", ID: id}, queued(id), time.Hour); !errors.Is(err, errDiskLow) {
+		t.Fatalf("accept on a low disk whose statfs then failed: %v, want errDiskLow", err)
+	}
+	if n := f.count(zap.InfoLevel, "back above min_free"); n != 0 {
+		t.Fatalf("%d INFO lines saying space is back, from a failed statfs", n)
 	}
 }
