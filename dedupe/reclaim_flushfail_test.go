@@ -1,0 +1,72 @@
+package dedupe
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Reclaim runs only while the disk is low, which is when writing a table is most likely to fail
+// (no space, an I/O error). A Reclaim whose memtable flush fails must leave the store working,
+// or failed (so the pool reopens it): not half-dropped, with its live memtable also queued as
+// flushed, which Badger later frees under readers or trips an assertion on (log.Fatalf: the
+// whole gateway exits). The store is driven in a child process, as the failure kills it.
+func TestReclaimWhoseFlushFailsLeavesAWorkingStore(t *testing.T) {
+	if dir := os.Getenv("HOOKGATE_RECLAIM_FLUSHFAIL_DIR"); dir != "" {
+		reclaimWithFailingFlush(t, dir)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestReclaimWhoseFlushFailsLeavesAWorkingStore$", "-test.v")
+	cmd.Env = append(os.Environ(), "HOOKGATE_RECLAIM_FLUSHFAIL_DIR="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		t.Fatalf("the store after a Reclaim whose flush failed: %v; last lines:\n%s", err, strings.Join(lines[max(0, len(lines)-12):], "\n"))
+	}
+}
+
+func reclaimWithFailingFlush(t *testing.T, dir string) {
+	b, err := OpenBadger(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	done := func(from, n int) {
+		t.Helper()
+		concurrently(t, n, func(i int) error {
+			id := fmt.Sprintf("%0500d", from+i) // ~0.5 KiB a key: a memtable holds a few thousand
+			return b.Done(ctx, Claim{Namespace: "n", ID: id}, time.Hour)
+		})
+	}
+	done(0, 100)
+	// The next table Badger writes cannot be created (a directory holds its name), as on a
+	// full disk.
+	blocker := filepath.Join(dir, "000001.sst")
+	if err := os.Mkdir(blocker, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	err = b.Reclaim(ctx)
+	t.Logf("Reclaim with no room for a table: %v", err)
+	if err := os.Remove(blocker); err != nil {
+		t.Fatal(err)
+	}
+	if b.Err() != nil {
+		t.Logf("store failed, as it may: %v", b.Err())
+		return
+	}
+	// The store goes on: enough writes to fill and flush two memtables, then every ID is there.
+	const n = 20000
+	done(100, n)
+	for i := range 100 + n {
+		out, err := b.Claim(ctx, Claim{Namespace: "n", ID: fmt.Sprintf("%0500d", i), Lease: time.Minute})
+		if err != nil || out != Duplicate {
+			t.Fatalf("ID %d after the failed Reclaim: %v, %v; want a duplicate", i, out, err)
+		}
+	}
+}
