@@ -40,7 +40,12 @@ func (b *Badger) Reclaim(ctx context.Context) error {
 	}
 	defer b.use.leave()
 	if err := b.commits.exclusive(func() error { return b.db.DropPrefix(reclaimKey) }); err != nil {
-		return fmt.Errorf("dedupe: reclaim: compacting: %w", err)
+		// A flush that failed half way leaves Badger's live memtable also queued for flushing,
+		// which its flusher later finds and asserts on (a crash of the process): the store is
+		// failed, so the pool closes it and reopens it from disk.
+		err = fmt.Errorf("dedupe: reclaim: compacting: %w", redact(err))
+		b.failed.fail(err)
+		return err
 	}
 	for !b.use.stopping() {
 		err := b.db.RunValueLogGC(gcDiscardRatio)

@@ -57,7 +57,21 @@ func reclaimWithFailingFlush(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	if b.Err() != nil {
+		// Failed: the pool closes it and opens the directory again; nothing written is lost.
 		t.Logf("store failed, as it may: %v", b.Err())
+		if err := b.Close(); err != nil {
+			t.Logf("closing the failed store: %v", err)
+		}
+		if b, err = OpenBadger(dir); err != nil {
+			t.Fatalf("reopening after the failed Reclaim: %v", err)
+		}
+		defer b.Close()
+		for i := range 100 {
+			out, err := b.Claim(ctx, Claim{Namespace: "n", ID: fmt.Sprintf("%0500d", i), Lease: time.Minute})
+			if err != nil || out != Duplicate {
+				t.Fatalf("ID %d after the failed Reclaim and a reopen: %v, %v; want a duplicate", i, out, err)
+			}
+		}
 		return
 	}
 	// The store goes on: enough writes to fill and flush two memtables, then every ID is there.
