@@ -74,10 +74,8 @@ func (w *diskWatermark) admit() error {
 
 // isLow reads the free space (from the cache) and reports whether the disk is low.
 func (w *diskWatermark) isLow() bool {
-	w.read()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.low
+	_, _, low := w.read()
+	return low
 }
 
 // roomToOpen reports whether there is room to open the ledger: half of minFree. Below minFree
@@ -86,17 +84,18 @@ func (w *diskWatermark) isLow() bool {
 // back by itself; the open itself writes only a page of a new WAL, the deliverer's writes are
 // small, and the other half stays for the flushes and compactions they cause.
 func (w *diskWatermark) roomToOpen() (avail, need uint64, ok bool) {
-	avail, minFree := w.read()
+	avail, minFree, _ := w.read()
 	return avail, minFree / 2, avail >= minFree/2
 }
 
-// read returns the free space, from a reading at most diskCheckInterval old, and the threshold.
-func (w *diskWatermark) read() (avail, minFree uint64) {
+// read returns the free space, from a reading at most diskCheckInterval old, the threshold, and
+// whether the disk is low.
+func (w *diskWatermark) read() (avail, minFree uint64, low bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := time.Now()
 	if now.Sub(w.checkedAt) < diskCheckInterval {
-		return w.avail, w.minFree
+		return w.avail, w.minFree, w.low
 	}
 	w.checkedAt = now
 	avail, err := w.free(w.dir)
@@ -106,7 +105,7 @@ func (w *diskWatermark) read() (avail, minFree uint64) {
 		if w.avail == 0 && !w.low {
 			w.avail = w.minFree
 		}
-		return w.avail, w.minFree
+		return w.avail, w.minFree, w.low
 	}
 	w.avail = avail
 	// Near the threshold free space moves both ways all the time (a flush or a compaction
@@ -125,7 +124,7 @@ func (w *diskWatermark) read() (avail, minFree uint64) {
 			zap.String("dir", w.dir), zap.String("free", humanize.IBytes(avail)), zap.String("min_free", humanize.IBytes(w.minFree)))
 	}
 	w.low = avail < threshold
-	return w.avail, w.minFree
+	return w.avail, w.minFree, w.low
 }
 
 // statfsFree is the free space of dir's filesystem available to an unprivileged writer (root

@@ -39,7 +39,7 @@ func (p *pooledLedger) reclaimWhileLow() {
 			p.logger.Warn("reclaiming the ledger's disk space failed", zap.String("dir", p.dir), zap.Error(err))
 			return
 		}
-		avail, _ := statfsFree(p.dir)
+		avail, _ := p.disk.free(p.dir)
 		p.logger.Info("reclaimed the ledger's disk space of delivered events", zap.String("dir", p.dir),
 			zap.Duration("took", time.Since(began)), zap.Uint64("free_bytes", avail))
 	}()
