@@ -62,14 +62,16 @@ func (h *Handler) enqueue(out *outcome, r *http.Request, body []byte, claim dedu
 	if answered, err := h.answerUnlessNew(out, "accept", found, err); answered {
 		return err
 	}
-	h.noteBacklogFull(false)
+	if h.backlogFull.Load() {
+		h.noteBacklogDrained()
+	}
 	h.app.notify(routeKey{dir: h.ledger.dir, name: h.Name})
 	out.accepted()
 	return out.write(http.StatusAccepted, "accepted", receipt{Received: true, ID: ev.ID})
 }
 
-// noteBacklogFull logs once when the route's backlog reaches max_pending and once when an
-// event is accepted again, not once per refused request.
+// noteBacklogFull logs once when the route's backlog reaches max_pending and once when it has
+// drained (noteBacklogDrained), not once per refused request.
 func (h *Handler) noteBacklogFull(full bool) {
 	if h.backlogFull.Swap(full) == full {
 		return
@@ -80,4 +82,15 @@ func (h *Handler) noteBacklogFull(full bool) {
 		return
 	}
 	h.logger.Info("backlog below max_pending: accepting events again", zap.String("route", h.Name), zap.Int("max_pending", h.maxPending))
+}
+
+// noteBacklogDrained ends the full state once the backlog is a tenth below max_pending. At the
+// bound each delivery lets one accept in before the next is refused again: ending the state on
+// the first accept would log a WARN and an INFO per delivery.
+func (h *Handler) noteBacklogDrained() {
+	backlog, err := h.ledger.Pending(h.Name)
+	if err != nil || backlog > h.maxPending-max(1, h.maxPending/10) {
+		return
+	}
+	h.noteBacklogFull(false)
 }

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -15,6 +16,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/hookgate/hookgate/dedupe"
 )
 
 // validateCaddyfile provisions a config as `caddy validate` does, inside the test process.
@@ -94,5 +97,41 @@ func TestBacklogFullLoggedOncePerChange(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("log lines %q, want %q", got, want)
+	}
+}
+
+// At the bound each delivery lets one accept in before the next is refused again: the full
+// state ends (one INFO) only once the backlog is a tenth below max_pending, not at the first
+// accept, which at saturation logged a WARN and an INFO per delivery.
+func TestBacklogFullEndsOnceDrainedATenth(t *testing.T) {
+	pool := newPooledLedger(t.TempDir(), 0)
+	t.Cleanup(func() { _ = pool.Destruct() })
+	core, logs := observer.New(zap.InfoLevel)
+	h := &Handler{Name: "orders", maxPending: 10, backlogFull: new(atomic.Bool), ledger: pool, logger: zap.New(core)}
+	ctx := context.Background()
+	for i := range 10 {
+		id := fmt.Sprintf("evt_%d", i)
+		ev := &dedupe.Event{ID: id, Method: "POST", URI: "/hooks", Body: []byte("{}")}
+		if _, err := pool.Accept(ctx, dedupe.Claim{Namespace: "orders", ID: id}, ev, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.noteBacklogFull(true)
+	h.noteBacklogDrained() // backlog 10 of 10
+	if n := logs.FilterMessageSnippet("accepting events again").Len(); n != 0 {
+		t.Fatalf("%d INFO lines with the backlog still at max_pending", n)
+	}
+	leased, err := pool.Lease(ctx, "orders", time.Now(), 1, time.Minute)
+	if err != nil || len(leased) != 1 {
+		t.Fatalf("lease: %d, %v", len(leased), err)
+	}
+	leased[0].State = dedupe.Delivered
+	if err := pool.Update(ctx, leased[0], time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	h.noteBacklogDrained() // backlog 9 of 10
+	h.noteBacklogDrained()
+	if n := logs.FilterMessageSnippet("accepting events again").Len(); n != 1 {
+		t.Fatalf("%d INFO lines once the backlog is a tenth below max_pending, want 1", n)
 	}
 }
