@@ -31,11 +31,14 @@ run() {
 	exec ./caddy run --config Caddyfile --adapter caddyfile
 }
 
-# The full-disk test mounts a small ext4 image on a loop device (as root).
+# The full-disk test mounts a small ext4 image on a loop device (as root); the Redis tests start
+# their own redis-server processes (never the system service) and build a cluster with redis-cli.
 test_tools() {
 	local missing=()
 	command -v mkfs.ext4 >/dev/null || missing+=(e2fsprogs)
 	command -v losetup >/dev/null || missing+=(mount)
+	command -v redis-server >/dev/null || missing+=(redis-server)
+	command -v redis-cli >/dev/null || missing+=(redis-tools)
 	if [ ${#missing[@]} -gt 0 ]; then
 		apt-get update && apt-get install -y "${missing[@]}"
 	fi

@@ -1,0 +1,36 @@
+package redistest
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestServerKeepsWhatItAcknowledgedAcrossAKill(t *testing.T) {
+	s, err := Start(t.TempDir(), Durable...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	if _, err := s.Command("set", "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	s.Kill()
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Command("get", "k"); err != nil || got != "v" {
+		t.Fatalf("after kill -9 and restart: %q, %v; want v", got, err)
+	}
+}
+
+func TestClusterOfThreeMasters(t *testing.T) {
+	c, err := StartCluster(t.TempDir(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	info, err := c.Nodes[0].Command("cluster", "info")
+	if err != nil || !strings.Contains(info, "cluster_known_nodes:3") {
+		t.Fatalf("cluster info: %v\n%s", err, info)
+	}
+}
