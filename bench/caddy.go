@@ -149,8 +149,11 @@ func (p *caddyProcess) rss() residentSet {
 func (r residentSet) String() string { return mib(r.total) + " (anon " + mib(r.anon) + ")" }
 
 // cpuTime is the CPU time (user + system) the process has used so far, from /proc/<pid>/stat.
-func (p *caddyProcess) cpuTime() time.Duration {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+func (p *caddyProcess) cpuTime() time.Duration { return processCPUTime(p.cmd.Process.Pid) }
+
+// processCPUTime is the CPU time (user and system) process pid has used so far; 0 if unknown.
+func processCPUTime(pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0
 	}

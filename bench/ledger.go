@@ -22,8 +22,8 @@ type sample struct {
 // streams events under a short TTL to see whether the ledger's disk use stays bounded.
 func runLedgerMode(o options, factory *eventFactory) error {
 	c, err := configByName(o.ledgerMode)
-	if err != nil || !c.hookgate {
-		return fmt.Errorf("-ledger-config must be hookgate-async or hookgate-sync")
+	if err != nil || !c.hookgate || c.redis {
+		return fmt.Errorf("-ledger-config must be hookgate-async or hookgate-sync (the ledger questions are Badger's)")
 	}
 	if o.events > 0 {
 		if err := runBulkEvents(o, factory, c); err != nil {
@@ -95,7 +95,7 @@ func runBulkEvents(o options, factory *eventFactory, c benchConfig) error {
 func runGrowth(o options, factory *eventFactory, c benchConfig) error {
 	ttl := o.growthTTL.String()
 	versions, versionsText := entityConfig(o)
-	handlers := func(sink string) string {
+	handlers := func(sink, _ string) string {
 		extra := "\tdedupe_ttl " + ttl + "\n" + versions
 		if c.async {
 			extra += forwardBlock(sink, unboundedMaxPending, "\t\tkeep "+ttl+"\n")
@@ -160,7 +160,7 @@ type stream struct {
 }
 
 // startStream starts a sink and a Caddy running handlers in front of it.
-func startStream(o options, c benchConfig, handlers func(string) string) (*stream, error) {
+func startStream(o options, c benchConfig, handlers func(sink, storage string) string) (*stream, error) {
 	s, err := startSink()
 	if err != nil {
 		return nil, err
@@ -172,7 +172,7 @@ func startStream(o options, c benchConfig, handlers func(string) string) (*strea
 			return nil, err
 		}
 	}
-	p, err := startCaddy(o.caddy, handlers(s.addr()), cg)
+	p, err := startCaddy(o.caddy, handlers(s.addr(), ""), cg)
 	if err != nil {
 		s.close()
 		if cg != nil {

@@ -1,9 +1,9 @@
 // Command bench measures hookgate against bare Caddy on this machine: throughput, latency and
-// memory of five configs run one after another (respond, reverse_proxy, hookgate sync, hookgate
-// async, and async with a small max_pending), and with -ledger the memory and disk use of a ledger holding many events plus whether
+// memory of seven configs run one after another (respond, reverse_proxy, hookgate sync and async
+// on Badger and on Redis, and async with a small max_pending), and with -ledger the memory and disk use of a ledger holding many events plus whether
 // the disk use stays bounded under a short dedupe_ttl. It prints Markdown ready to paste.
 //
-//	go run ./bench                    # the five configs, 2s warmup + 10s each
+//	go run ./bench                    # the seven configs, 2s warmup + 10s each
 //	go run ./bench -only hookgate-async -cpuprofile /tmp/prof
 //	go run ./bench -rate 1000         # latency at the same offered load for every config
 //	go run ./bench -ledger            # 1M events, then a 12m disk-growth run

@@ -10,10 +10,12 @@ import (
 )
 
 // benchConfig is one Caddy configuration under test: the site's handlers, given the sink's
-// host:port.
+// host:port and the hookgate storage line ("" for the default, Badger).
 type benchConfig struct {
 	name     string
-	handlers func(sink string) string
+	handlers func(sink, storage string) string
+	// redis configs get a redis-server of their own, fsyncing every write (see redis.go).
+	redis bool
 	// async configs answer 202 before the sink sees the event; the bench waits for delivery.
 	async bool
 	// hookgate configs are the ones profiled with -cpuprofile.
@@ -23,6 +25,15 @@ type benchConfig struct {
 // hookgateBlock is the hookgate directive every hookgate config uses; extra goes inside it.
 func hookgateBlock(extra string) string {
 	return "hookgate {\n\tpreset standard\n\tsecret " + benchSecret + "\n\tname bench\n" + extra + "}\n"
+}
+
+// syncHandlers and asyncHandlers are hookgate-sync's and hookgate-async's handlers, on either store.
+func syncHandlers(sink, storage string) string {
+	return hookgateBlock(storage) + "reverse_proxy " + sink
+}
+
+func asyncHandlers(sink, storage string) string {
+	return hookgateBlock(storage + forwardBlock(sink, unboundedMaxPending))
 }
 
 // forwardBlock is the forward directive of the async configs, with lines inside its block.
@@ -41,16 +52,14 @@ const boundedMaxPending = 2000
 
 // configs are the configurations, in the order they run.
 var configs = []benchConfig{
-	{name: "respond", handlers: func(string) string { return "respond 200" }},
-	{name: "reverse_proxy", handlers: func(sink string) string { return "reverse_proxy " + sink }},
-	{name: "hookgate-sync", hookgate: true, handlers: func(sink string) string {
-		return hookgateBlock("") + "reverse_proxy " + sink
-	}},
-	{name: "hookgate-async", hookgate: true, async: true, handlers: func(sink string) string {
-		return hookgateBlock(forwardBlock(sink, unboundedMaxPending))
-	}},
-	{name: "hookgate-async-bounded", hookgate: true, async: true, handlers: func(sink string) string {
-		return hookgateBlock(forwardBlock(sink, boundedMaxPending))
+	{name: "respond", handlers: func(string, string) string { return "respond 200" }},
+	{name: "reverse_proxy", handlers: func(sink, _ string) string { return "reverse_proxy " + sink }},
+	{name: "hookgate-sync", hookgate: true, handlers: syncHandlers},
+	{name: "hookgate-sync-redis", hookgate: true, redis: true, handlers: syncHandlers},
+	{name: "hookgate-async", hookgate: true, async: true, handlers: asyncHandlers},
+	{name: "hookgate-async-redis", hookgate: true, async: true, redis: true, handlers: asyncHandlers},
+	{name: "hookgate-async-bounded", hookgate: true, async: true, handlers: func(sink, storage string) string {
+		return hookgateBlock(storage + forwardBlock(sink, boundedMaxPending))
 	}},
 }
 
@@ -86,6 +95,7 @@ type configResult struct {
 	inlineSigned      int64
 	caddyCPU          time.Duration // Caddy's CPU time during the measured window
 	clientCPU         time.Duration // the bench's (client and sink) CPU time during the window
+	redisCPU          time.Duration // redis-server's CPU time during the window (redis configs)
 	caddyErrors       []string
 	backlog           backlogPeak // async: the largest backlog the admin API showed
 }
@@ -131,7 +141,16 @@ func runConfig(o options, c benchConfig, source *eventSource) (configResult, err
 		return res, err
 	}
 	defer s.close()
-	p, err := startCaddy(o.caddy, c.handlers(s.addr()), nil)
+	storage, redisCPU := "", func() time.Duration { return 0 }
+	if c.redis {
+		r, err := startRedis()
+		if err != nil {
+			return res, err
+		}
+		defer stopRedis(r)
+		storage, redisCPU = redisStorage(r), func() time.Duration { return processCPUTime(r.Pid()) }
+	}
+	p, err := startCaddy(o.caddy, c.handlers(s.addr(), storage), nil)
 	if err != nil {
 		return res, err
 	}
@@ -149,12 +168,12 @@ func runConfig(o options, c benchConfig, source *eventSource) (configResult, err
 	}
 	target := &url.URL{Scheme: "http", Host: p.siteAddr(), Path: "/hooks/bench"}
 	progressf("%s: %v warmup + %v measured, concurrency %d", c.name, o.warmup, o.duration, o.concurrency)
-	cpuAtWindowStart := make(chan [2]time.Duration, 1) // Caddy's and the bench's CPU time
-	time.AfterFunc(o.warmup, func() { cpuAtWindowStart <- [2]time.Duration{p.cpuTime(), selfCPUTime()} })
+	cpuAtWindowStart := make(chan [3]time.Duration, 1) // Caddy's, the bench's and Redis's CPU time
+	time.AfterFunc(o.warmup, func() { cpuAtWindowStart <- [3]time.Duration{p.cpuTime(), selfCPUTime(), redisCPU()} })
 	res.load = runLoad(loadPlan{target: target, concurrency: o.concurrency, warmup: o.warmup, duration: o.duration, rate: o.rate, source: source})
 	select {
 	case start := <-cpuAtWindowStart:
-		res.caddyCPU, res.clientCPU = p.cpuTime()-start[0], selfCPUTime()-start[1]
+		res.caddyCPU, res.clientCPU, res.redisCPU = p.cpuTime()-start[0], selfCPUTime()-start[1], redisCPU()-start[2]
 	case <-time.After(time.Second): // cannot happen: the load outlasts the warmup
 	}
 	res.inlineSigned = source.inline.Load()
@@ -215,6 +234,10 @@ func printMatrix(o options, results []configResult) {
 				r.name, r.load.total2xx, r.sinkAtEnd, r.sinkAfterDrain, r.drainTook.Round(10*time.Millisecond), o.drainWait, r.sinkRetries)
 			fmt.Printf("- %s backlog: %s; %d answers 503 in the measured window.\n", r.name, r.backlog, r.load.non2xx[503])
 		}
+		if r.redisCPU > 0 {
+			fmt.Printf("- %s: redis-server used %s µs of CPU per request in the measured window (on the same cores as Caddy and the bench).\n",
+				r.name, perRequest(r.redisCPU, r.load.requests))
+		}
 		if r.inlineSigned > 0 {
 			fmt.Printf("- %s: %d requests were signed inline (the %d pre-signed ran out or aged).\n", r.name, r.inlineSigned, o.presign)
 		}
@@ -259,8 +282,10 @@ func failureText(r loadResult) string {
 // printRatios compares hookgate with the bare config it extends, against the targets.
 func printRatios(byName map[string]configResult) {
 	type pair struct{ hookgate, bare string }
-	pairs := []pair{{"hookgate-sync", "reverse_proxy"}, {"hookgate-async", "respond"}}
-	targets := map[string]float64{"hookgate-sync": 0.85, "hookgate-async": 0.80}
+	pairs := []pair{{"hookgate-sync", "reverse_proxy"}, {"hookgate-async", "respond"},
+		{"hookgate-sync-redis", "reverse_proxy"}, {"hookgate-async-redis", "respond"},
+		{"hookgate-sync-redis", "hookgate-sync"}, {"hookgate-async-redis", "hookgate-async"}}
+	targets := map[pair]float64{pairs[0]: 0.85, pairs[1]: 0.80, pairs[2]: 0.85, pairs[3]: 0.80, pairs[4]: 0.80, pairs[5]: 0.80}
 	header := "\n| comparison | throughput ratio | target | p99 added ms | target | idle RSS MiB | target |\n|---|---:|---:|---:|---:|---:|---:|"
 	for _, pr := range pairs {
 		h, okH := byName[pr.hookgate]
@@ -275,7 +300,7 @@ func printRatios(byName map[string]configResult) {
 		ratio := h.load.throughput() / b.load.throughput()
 		added := h.load.p99 - b.load.p99
 		fmt.Printf("| %s / %s | %.2f %s | ≥ %.2f | %s %s | ≤ 2 | %s %s | ≤ 64 |\n", pr.hookgate, pr.bare,
-			ratio, verdict(ratio >= targets[pr.hookgate]), targets[pr.hookgate],
+			ratio, verdict(ratio >= targets[pr]), targets[pr],
 			millis(added), verdict(added <= 2*time.Millisecond), mib(h.idleRSS.total), verdict(h.idleRSS.total <= 64<<20))
 	}
 }

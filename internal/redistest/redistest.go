@@ -73,6 +73,14 @@ func startOn(dir string, port int, config []string) (*Server, error) {
 	return s, nil
 }
 
+// Pid is the running server's process ID (0 when it is stopped).
+func (s *Server) Pid() int {
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Command runs one command on the server with redis-cli and returns its output.
 func (s *Server) Command(args ...string) (string, error) {
 	host, port, _ := net.SplitHostPort(s.Addr)
