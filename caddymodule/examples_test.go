@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+
+	"github.com/hookgate/hookgate/internal/redistest"
 )
 
 // exampleSecrets are what a user would export before running each example.
@@ -39,6 +41,12 @@ func TestExamplesRunAsDocumented(t *testing.T) {
 	t.Setenv("HOOKGATE_UPSTREAM_PORT", "9081")
 	t.Setenv("HOOKGATE_FORWARD_PORT", "9081")
 	t.Setenv("XDG_DATA_HOME", filepath.Join(storageDir, "examples"))
+	redis, err := redistest.Start(t.TempDir(), redistest.Durable...) // for redis_two_nodes.Caddyfile
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(redis.Stop)
+	t.Setenv("HOOKGATE_REDIS_URL", "redis://"+redis.Addr)
 
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
