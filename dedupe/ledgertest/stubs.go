@@ -1,0 +1,4 @@
+package ledgertest
+
+var leaseChecks, updateChecks, queryChecks []check
+var nodesChecks []nodesCheck
