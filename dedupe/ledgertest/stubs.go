@@ -1,4 +1,4 @@
 package ledgertest
 
-var leaseChecks, updateChecks, queryChecks []check
+var updateChecks, queryChecks []check
 var nodesChecks []nodesCheck
