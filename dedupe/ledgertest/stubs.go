@@ -1,4 +1,3 @@
 package ledgertest
 
-var updateChecks, queryChecks []check
 var nodesChecks []nodesCheck
