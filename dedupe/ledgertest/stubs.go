@@ -1,3 +1,0 @@
-package ledgertest
-
-var nodesChecks []nodesCheck
