@@ -73,9 +73,31 @@ var expiryChecks = []check{
 		sleepUntil(second.Add(versionTTL + settle))
 		expect(t, "VersionTTL after the second advance", claim(t, s, withTTL("old", 1)), dedupe.Claimed)
 	}},
+	{name: "accept/the ID and digest are Duplicate for dedupeTTL, after its event's keep, then new", waits: true, run: acceptDedupeExpires},
 	{name: "update/final states expire after keep", waits: true, run: finalStatesExpire},
 	{name: "deliveredversion/expires with the accepted version", waits: true, run: deliveredVersionExpires},
 	{name: "deliveredversion/lives as long as the accepted version a newer event refreshed", waits: true, run: deliveredVersionRefreshed},
+}
+
+func acceptDedupeExpires(t *testing.T, s Store) {
+	c := signed("a", "body-A")
+	start := time.Now()
+	if out, err := s.Accept(context.Background(), c, eventOf("a", clock()), 2*time.Second); out != dedupe.Claimed || err != nil {
+		t.Fatalf("Accept: %v, %v", out, err)
+	}
+	settleAs(t, s, time.Now(), dedupe.Delivered, time.Second)
+	sleepUntil(start.Add(time.Second + settle))
+	expectNotFound(t, "after its keep", s, "a")
+	var out, digest dedupe.Outcome
+	if within(t, start.Add(2*time.Second), func() {
+		out = accept(t, s, c, eventOf("a", clock()))
+		digest = claim(t, s, signed("b", "body-A"))
+	}) {
+		expect(t, "accept within dedupeTTL, after its keep", out, dedupe.Duplicate)
+		expect(t, "its digest within dedupeTTL", digest, dedupe.Duplicate)
+	}
+	sleepUntil(start.Add(2*time.Second + settle))
+	expect(t, "accept after dedupeTTL", accept(t, s, c, eventOf("a", clock())), dedupe.Claimed)
 }
 
 func finalStatesExpire(t *testing.T, s Store) {

@@ -56,6 +56,13 @@ var claimChecks = []check{
 		})
 		got.expect(t, "50 concurrent claims", map[dedupe.Outcome]int{dedupe.Claimed: 1, dedupe.InFlight: 49})
 	}},
+	{name: "claim/a claim of an ID without a lease is an error", run: func(t *testing.T, s Store) {
+		c := claimOf("a")
+		c.Lease = 0
+		if out, err := s.Claim(context.Background(), c); err == nil {
+			t.Errorf("Claim with a zero lease: %v, no error", out)
+		}
+	}},
 	{name: "release/the provider's retry of a released ID is processed again", run: func(t *testing.T, s Store) {
 		c := claimOf("a")
 		expect(t, "first claim", claim(t, s, c), dedupe.Claimed)
