@@ -138,7 +138,7 @@ func takeOver(t *testing.T, a, b Store) {
 // entityOnOneNode: the deliverer of one node sends an entity's events one at a time, in version
 // order; across nodes, that takes the store keeping an entity's events off the other nodes.
 func entityOnOneNode(t *testing.T, a, b Store) {
-	at := clock()
+	at := clock().Add(-time.Minute) // due at once, in this order
 	for i, id := range []string{"e1", "e2", "f1"} {
 		entity := "cus_" + id[:1]
 		c, ev := versionedEvent(id, entity, int64(id[1]-'0'), at.Add(time.Duration(i)*time.Millisecond))

@@ -148,7 +148,7 @@ func acceptStale(t *testing.T, s Store) {
 
 func acceptWithoutID(t *testing.T, s Store) {
 	off := dedupe.Claim{Namespace: ns}
-	at := clock()
+	at := clock().Add(-time.Minute) // due at once, in this order
 	expect(t, "first", accept(t, s, off, eventOf("r1", at)), dedupe.Claimed)
 	expect(t, "second", accept(t, s, off, eventOf("r2", at.Add(time.Millisecond))), dedupe.Claimed)
 	expect(t, "the same queue key", accept(t, s, off, eventOf("r2", at)), dedupe.Duplicate)
@@ -160,7 +160,7 @@ func acceptWithoutID(t *testing.T, s Store) {
 
 func acceptFull(t *testing.T, s Store) {
 	bounded := func(c dedupe.Claim) dedupe.Claim { c.MaxPending = 3; return c }
-	at := clock()
+	at := clock().Add(-time.Minute) // due at once, in this order
 	expect(t, "1 of 3", accept(t, s, bounded(claimOf("a")), eventOf("a", at)), dedupe.Claimed)
 	expect(t, "2 of 3", accept(t, s, bounded(claimOf("b")), eventOf("b", at.Add(time.Millisecond))), dedupe.Claimed)
 	c, ev := versionedEvent("c", "cus_1", 5, at.Add(2*time.Millisecond))
