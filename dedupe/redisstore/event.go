@@ -22,8 +22,8 @@ const (
 	fieldLastError  = "le"
 	fieldAccepted   = "acc"
 	fieldUpdated    = "upd"
-	fieldNext       = "nxt"  // when Pending: due, or the end of its lease
-	fieldToken      = "tok"  // number of leases handed out: the latest one's LeaseToken
+	fieldNext       = "nxt" // when Pending: due, or the end of its lease
+	fieldToken      = "tok" // number of leases handed out: the latest one's LeaseToken
 	fieldEntity     = "ent"
 	fieldVersion    = "ver"
 	fieldMethod     = "m"
