@@ -1,0 +1,51 @@
+-- Lease. ARGV: 1 now µs, 2 n, 3 lease end µs, 4 lease end ns, 5 entries to examine at most,
+-- 6 body bytes after which to stop. Returns each leased event's fields (HGETALL).
+local now, n, untilUs, untilNs = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local budget, maxBytes = tonumber(ARGV[5]), tonumber(ARGV[6])
+local q = T .. 'q'
+
+-- Entities whose holder's lease lapsed are free again.
+for _, entity in ipairs(redis.call('ZRANGEBYSCORE', T .. 'L', '-inf', ARGV[1], 'LIMIT', 0, budget)) do
+  free(entity)
+end
+
+local due = redis.call('ZRANGEBYSCORE', q, '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, budget)
+local out, bytes, mine = {}, 0, {}
+for i = 1, #due, 2 do
+  if #out >= n or bytes >= maxBytes then break end
+  local id, score = due[i], due[i + 1]
+  local h = T .. 'e:' .. id
+  local cur = redis.call('HMGET', h, 'st', 'ent', 'bb')
+  if cur[1] ~= 'pending' then
+    redis.call('ZREM', q, id) -- cannot happen while the scripts keep the queue; never hand it out
+  else
+    local entity = cur[2] or ''
+    local held = false
+    if entity ~= '' and not mine[entity] then
+      local ends = redis.call('ZSCORE', T .. 'L', entity)
+      held = ends and tonumber(ends) > now
+    end
+    if held then
+      -- Events of the entity are out on a live lease, handed out by an earlier call: this one
+      -- waits, off the queue, until their Updates or the lapse of their lease free the entity.
+      redis.call('ZREM', q, id)
+      redis.call('ZADD', T .. 'b:' .. entity, score, id)
+    else
+      if entity ~= '' then
+        local o = T .. 'o:' .. entity
+        if not mine[entity] then
+          redis.call('DEL', o) -- holders whose lease lapsed
+          redis.call('ZADD', T .. 'L', untilUs, entity)
+          mine[entity] = true
+        end
+        redis.call('SADD', o, id)
+      end
+      redis.call('HINCRBY', h, 'tok', 1)
+      redis.call('HSET', h, 'nxt', untilNs)
+      redis.call('ZADD', q, untilUs, id)
+      out[#out + 1] = redis.call('HGETALL', h)
+      bytes = bytes + tonumber(cur[3] or '0')
+    end
+  end
+end
+return out
