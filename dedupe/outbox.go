@@ -91,7 +91,10 @@ type Outbox interface {
 	// come due again after the lease: delivery is at-least-once. Each event handed out carries
 	// a new LeaseToken, which fences off the holders of its earlier leases (see Update). A
 	// call's work is bounded, so it may hand out fewer than n while more are due; the next call
-	// goes on.
+	// goes on. A store shared by several processes (gateway nodes) must not hand an entity's
+	// events to one caller while another holds an unlapsed lease on an event of that entity, so
+	// they reach the upstream in order across nodes; within one process the deliverer keeps
+	// them in order (deliver/loop.go).
 	Lease(ctx context.Context, namespace string, now time.Time, n int, lease time.Duration) ([]*Event, error)
 	// Update stores ev after an attempt: Pending (with NextAttempt), Delivered, Dead or
 	// Superseded. Delivered also advances the entity's delivered version. Final states expire
