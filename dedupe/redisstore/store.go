@@ -1,21 +1,25 @@
 package redisstore
 
 import (
-	"context"
 	"errors"
-	"time"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/hookgate/hookgate/dedupe"
-	"github.com/redis/go-redis/v9"
 )
 
-var errNotImplemented = errors.New("redisstore: not implemented yet")
-
 // Store is a dedupe.Ledger and dedupe.Outbox kept in Redis, shared by every gateway node that
-// uses the same server (or Cluster) and prefix.
+// uses the same server (or Sentinel group, or Cluster) and prefix. Each operation is one round
+// trip, most of them one Lua script, so it is atomic across nodes; a write has been answered
+// by Redis when the call returns (how durable that is depends on the server's persistence, see
+// CheckPersistence).
 type Store struct {
 	client redis.UniversalClient
-	prefix string
+	// escapedPrefix is the prefix as it appears in keys (see tag).
+	escapedPrefix string
 }
 
 // New returns a store over client; prefix "" means "hookgate". The store owns the client: Close
@@ -24,75 +28,78 @@ func New(client redis.UniversalClient, prefix string) *Store {
 	if prefix == "" {
 		prefix = "hookgate"
 	}
-	return &Store{client: client, prefix: prefix}
+	return &Store{client: client, escapedPrefix: escape(prefix, ":{}")}
 }
 
-// Close closes the client.
-func (s *Store) Close() error { return s.client.Close() }
-
-// Claim implements dedupe.Ledger.
-func (s *Store) Claim(ctx context.Context, c dedupe.Claim) (dedupe.Outcome, error) {
-	return 0, errNotImplemented
+// Close implements dedupe.Ledger: it closes the client.
+func (s *Store) Close() error {
+	if err := s.client.Close(); err != nil {
+		return fmt.Errorf("redisstore: close: %w", err)
+	}
+	return nil
 }
 
-// Done implements dedupe.Ledger.
-func (s *Store) Done(ctx context.Context, c dedupe.Claim, ttl time.Duration) error {
-	return errNotImplemented
+var errNamespaceNUL = errors.New("namespace contains a NUL byte")
+
+// tag is the key prefix of every key of namespace: "{PREFIX:NAMESPACE}:", whose braces make it
+// the Cluster hash tag. The prefix is escaped of ':', '{', '}' and '%', the namespace of '{',
+// '}' and '%' (as %XX), so that the tag is exactly the part in braces and a key names its
+// namespace unambiguously.
+func (s *Store) tag(namespace string) (string, error) {
+	if strings.IndexByte(namespace, 0) >= 0 {
+		return "", fmt.Errorf("%w: %q", errNamespaceNUL, namespace)
+	}
+	return "{" + s.escapedPrefix + ":" + escape(namespace, "{}") + "}:", nil
 }
 
-// Release implements dedupe.Ledger.
-func (s *Store) Release(ctx context.Context, c dedupe.Claim) error { return errNotImplemented }
-
-// Accept implements dedupe.Outbox.
-func (s *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, dedupeTTL time.Duration) (dedupe.Outcome, error) {
-	return 0, errNotImplemented
+// namespaceOf is the namespace of a key made by tag, and whether it is one.
+func (s *Store) namespaceOf(key, suffix string) (string, bool) {
+	head := "{" + s.escapedPrefix + ":"
+	tail := "}:" + suffix
+	if !strings.HasPrefix(key, head) || !strings.HasSuffix(key, tail) || len(key) < len(head)+len(tail) {
+		return "", false
+	}
+	ns := key[len(head) : len(key)-len(tail)]
+	if strings.ContainsAny(ns, "{}") {
+		return "", false
+	}
+	return unescape(ns), true
 }
 
-// Lease implements dedupe.Outbox.
-func (s *Store) Lease(ctx context.Context, namespace string, now time.Time, n int, lease time.Duration) ([]*dedupe.Event, error) {
-	return nil, errNotImplemented
+// escape writes each byte of s found in special, and '%', as %XX.
+func escape(s, special string) string {
+	special += "%"
+	if !strings.ContainsAny(s, special) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte(special, s[i]) >= 0 {
+			fmt.Fprintf(&b, "%%%02X", s[i])
+		} else {
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String()
 }
 
-// Update implements dedupe.Outbox.
-func (s *Store) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration) error {
-	return errNotImplemented
-}
-
-// DeliveredVersion implements dedupe.Outbox.
-func (s *Store) DeliveredVersion(ctx context.Context, namespace, entity string) (int64, bool, error) {
-	return 0, false, errNotImplemented
-}
-
-// Get implements dedupe.Outbox.
-func (s *Store) Get(ctx context.Context, namespace, id string) (*dedupe.Event, error) {
-	return nil, errNotImplemented
-}
-
-// List implements dedupe.Outbox.
-func (s *Store) List(ctx context.Context, namespace string, state dedupe.State, after dedupe.Cursor, limit int) ([]*dedupe.Event, error) {
-	return nil, errNotImplemented
-}
-
-// Replay implements dedupe.Outbox.
-func (s *Store) Replay(ctx context.Context, namespace, id string, now time.Time) error {
-	return errNotImplemented
-}
-
-// Pending is the exact backlog of Pending events of namespace.
-func (s *Store) Pending(ctx context.Context, namespace string) (int, error) {
-	return 0, errNotImplemented
-}
-
-// PendingByNamespace is the backlog of every namespace that has one.
-func (s *Store) PendingByNamespace(ctx context.Context) (map[string]int, error) {
-	return nil, errNotImplemented
-}
-
-// CheckPersistence reads appendonly/appendfsync (CONFIG GET) on every master. warning is "" when
-// every master has appendonly yes + appendfsync always; else a plain sentence saying what can be
-// lost. err when the settings cannot be read (CONFIG refused by an ACL or a managed service).
-func (s *Store) CheckPersistence(ctx context.Context) (warning string, err error) {
-	return "", errNotImplemented
+// unescape is escape's inverse.
+func unescape(s string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) {
+			if c, err := strconv.ParseUint(s[i+1:i+3], 16, 8); err == nil {
+				b.WriteByte(byte(c))
+				i += 2
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 var (
