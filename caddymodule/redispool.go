@@ -3,8 +3,10 @@ package caddymodule
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,7 +26,18 @@ var errRedisDown = &unavailableError{reason: "the shared ledger (Redis) is unava
 const persistenceCheckTimeout = 10 * time.Second
 
 func newRedisPool(target storeTarget) *pooledLedger {
+	quietRedisLog.Do(func() { redis.SetLogger(redisDebugLog{caddy.Log().Named("hookgate.redis")}) })
 	return &pooledLedger{key: target.key, redis: target.redis, logger: caddy.Log().Named("hookgate")}
+}
+
+// quietRedisLog turns go-redis's own log lines, one per failed dial to stderr, into Caddy's
+// debug log: while Redis is down they would be one per request; the pool logs the outage once.
+var quietRedisLog sync.Once
+
+type redisDebugLog struct{ logger *zap.Logger }
+
+func (l redisDebugLog) Printf(_ context.Context, format string, v ...any) {
+	l.logger.Debug(fmt.Sprintf(format, v...))
 }
 
 // openRedis returns the Redis store, creating its client on first use; it does not connect
