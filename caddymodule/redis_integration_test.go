@@ -160,3 +160,39 @@ func TestRedisRouteAdminAPIAndCLI(t *testing.T) {
 		t.Fatalf("the admin API with Redis down: %d %s, want 503", status, body)
 	}
 }
+
+// A reload keeps the Redis store's pool entry, its client and the route's deliverer: nothing is
+// reconnected or restarted, and events go on being delivered.
+func TestRedisReloadKeepsClientAndDeliverer(t *testing.T) {
+	srv := startRedis(t, redistest.Durable...)
+	up := newUpstream(t)
+	cfg := func(workers int) string {
+		return onRedis(gatewayConfig("redisreload", unusedUpstream, asyncRoute(up.Listener.Addr().String(), fmt.Sprintf("workers %d", workers))), srv.Addr)
+	}
+	tester := caddytest.NewTester(t)
+	tester.InitServer(cfg(2), "caddyfile")
+	expectReply(t, "before the reload", send(t, tester.Client, newEvent(t, "evt_rr_1", "obj_rr", 1)), http.StatusAccepted, "")
+	waitFor(t, "delivery before the reload", 10*time.Second, func() bool { return up.count("evt_rr_1") == 1 })
+	sender, err := findDeliverer("redisreload")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sender.store.mu.Lock()
+	client := sender.store.ledger
+	sender.store.mu.Unlock()
+
+	tester.InitServer(cfg(3), "caddyfile")
+	expectReply(t, "after the reload", send(t, tester.Client, newEvent(t, "evt_rr_2", "obj_rr", 2)), http.StatusAccepted, "")
+	waitFor(t, "delivery after the reload", 10*time.Second, func() bool { return up.count("evt_rr_2") == 1 })
+	after, err := findDeliverer("redisreload")
+	if err != nil {
+		t.Fatal(err)
+	}
+	after.store.mu.Lock()
+	sameClient := after.store.ledger == client
+	after.store.mu.Unlock()
+	if after != sender || after.store != sender.store || !sameClient || after.config().Workers != 3 {
+		t.Fatalf("after a reload: same deliverer %v, same pool entry %v, same client %v, workers %d",
+			after == sender, after.store == sender.store, sameClient, after.config().Workers)
+	}
+}
