@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -63,9 +64,9 @@ func (h *Handler) enqueue(out *outcome, r *http.Request, body []byte, claim dedu
 		return err
 	}
 	if h.backlogFull.Load() {
-		h.noteBacklogDrained()
+		h.noteBacklogDrained(r.Context())
 	}
-	h.app.notify(routeKey{dir: h.ledger.dir, name: h.Name})
+	h.app.notify(routeKey{store: h.ledger.key, name: h.Name})
 	out.accepted()
 	return out.write(http.StatusAccepted, "accepted", receipt{Received: true, ID: ev.ID})
 }
@@ -87,8 +88,8 @@ func (h *Handler) noteBacklogFull(full bool) {
 // noteBacklogDrained ends the full state once the backlog is a tenth below max_pending. At the
 // bound each delivery lets one accept in before the next is refused again: ending the state on
 // the first accept would log a WARN and an INFO per delivery.
-func (h *Handler) noteBacklogDrained() {
-	backlog, err := h.ledger.Pending(h.Name)
+func (h *Handler) noteBacklogDrained(ctx context.Context) {
+	backlog, err := h.ledger.Pending(ctx, h.Name)
 	if err != nil || backlog > h.maxPending-max(1, h.maxPending/10) {
 		return
 	}

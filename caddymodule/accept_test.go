@@ -117,7 +117,7 @@ func TestBacklogFullEndsOnceDrainedATenth(t *testing.T) {
 		}
 	}
 	h.noteBacklogFull(true)
-	h.noteBacklogDrained() // backlog 10 of 10
+	h.noteBacklogDrained(ctx) // backlog 10 of 10
 	if n := logs.FilterMessageSnippet("accepting events again").Len(); n != 0 {
 		t.Fatalf("%d INFO lines with the backlog still at max_pending", n)
 	}
@@ -129,8 +129,8 @@ func TestBacklogFullEndsOnceDrainedATenth(t *testing.T) {
 	if err := pool.Update(ctx, leased[0], time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	h.noteBacklogDrained() // backlog 9 of 10
-	h.noteBacklogDrained()
+	h.noteBacklogDrained(ctx) // backlog 9 of 10
+	h.noteBacklogDrained(ctx)
 	if n := logs.FilterMessageSnippet("accepting events again").Len(); n != 1 {
 		t.Fatalf("%d INFO lines once the backlog is a tenth below max_pending, want 1", n)
 	}

@@ -81,7 +81,7 @@ func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 	case verb == "replay POST":
 		return a.replay(w, r, sender, id)
 	case verb == "status GET" && id == "":
-		return a.status(w, sender)
+		return a.status(w, r, sender)
 	}
 	return apiError(http.StatusMethodNotAllowed, fmt.Errorf("%s %s is not supported", r.Method, r.URL.Path))
 }
@@ -123,8 +123,8 @@ type routeStatus struct {
 	MaxPending int `json:"max_pending"`
 }
 
-func (a *AdminAPI) status(w http.ResponseWriter, sender *pooledDeliverer) error {
-	backlog, err := sender.store.Pending(sender.key.name)
+func (a *AdminAPI) status(w http.ResponseWriter, r *http.Request, sender *pooledDeliverer) error {
+	backlog, err := sender.store.Pending(r.Context(), sender.key.name)
 	if err != nil {
 		return apiError(http.StatusServiceUnavailable, fmt.Errorf("reading the backlog: %w", err))
 	}
@@ -226,12 +226,15 @@ func viewOf(ev *dedupe.Event) eventView {
 }
 
 // storeError answers for the ledger: an event it does not hold is 404, one not in the state the
-// request needs is 409, and anything else (an I/O error, a ledger that is not open) is the
-// server's fault, 500.
+// request needs is 409, a ledger out of reach for now (Redis down, a full disk) 503, and anything
+// else (an I/O error, a ledger that is not open) is the server's fault, 500.
 func storeError(err error) error {
+	var unavailable *unavailableError
 	switch {
 	case errors.Is(err, dedupe.ErrNotFound):
 		return apiError(http.StatusNotFound, err)
+	case errors.As(err, &unavailable):
+		return apiError(http.StatusServiceUnavailable, err)
 	case errors.Is(err, dedupe.ErrNotDead):
 		return apiError(http.StatusConflict, err)
 	case errors.Is(err, dedupe.ErrNoRoom):

@@ -50,7 +50,7 @@ func TestAdminErrorsSayWhatTheyAre(t *testing.T) {
 		}
 	}
 
-	pool, err := acquireLedger(storageDir, defaultMinFree)
+	pool, err := acquireLedger(badgerTarget(storageDir), defaultMinFree)
 	if err != nil {
 		t.Fatal(err)
 	}

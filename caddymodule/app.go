@@ -32,8 +32,8 @@ type App struct {
 	bodyBudget int64 // BodyBudget or its default
 }
 
-// routeKey identifies a route's data: its store's directory and its name within it.
-type routeKey struct{ dir, name string }
+// routeKey identifies a route's data: its store's identity (storeTarget.key) and its name within it.
+type routeKey struct{ store, name string }
 
 type appRoute struct {
 	store    *pooledLedger
@@ -63,12 +63,12 @@ func (a *App) register(key routeKey, store *pooledLedger, delivery *deliver.Conf
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if _, dup := a.routes[key]; dup {
-		return fmt.Errorf("hookgate: two routes named %q share the store %s: give each its own `name`", key.name, key.dir)
+		return fmt.Errorf("hookgate: two routes named %q share the store %s: give each its own `name`", key.name, key.store)
 	}
 	for other, r := range a.routes {
-		if other.dir == key.dir && r.minFree != minFree {
+		if other.store == key.store && r.minFree != minFree {
 			return fmt.Errorf("hookgate: routes %q and %q share the store %s but set different min_free (%s and %s): set the same on both",
-				other.name, key.name, key.dir, humanize.IBytes(r.minFree), humanize.IBytes(minFree))
+				other.name, key.name, key.store, humanize.IBytes(r.minFree), humanize.IBytes(minFree))
 		}
 	}
 	a.routes[key] = &appRoute{store: store, delivery: delivery, minFree: minFree}

@@ -36,6 +36,18 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		storage          badger [<dir>] {
 //			min_free <size>
 //		}
+//		storage          redis <url>... {         # instead of badger
+//			username      <user>              # may be {env.NAME} or {file.PATH}
+//			password      {env.NAME}|{file.PATH}
+//			db            <n>
+//			tls                               # also implied by rediss:// URLs
+//			cluster                           # the URLs are a Cluster's seed nodes
+//			sentinel      <master-name>       # the URLs are Sentinels
+//			dial_timeout  <duration>
+//			read_timeout  <duration>
+//			write_timeout <duration>
+//			prefix        <key-prefix>
+//		}
 //		signature_header <name>
 //		signature_format single|stripe|standard
 //		prefix           <text>
@@ -158,13 +170,17 @@ func (h *Handler) unmarshalCompound(d *caddyfile.Dispenser, sub string) error {
 	return nil
 }
 
-// unmarshalStorage parses `storage badger [<dir>] [{ min_free <size> }]`.
+// unmarshalStorage parses `storage badger [<dir>] [{ min_free <size> }]` or
+// `storage redis <url>... [{ … }]` (unmarshalRedisStorage).
 func unmarshalStorage(d *caddyfile.Dispenser) (*Storage, error) {
 	st := new(Storage)
 	if !d.NextArg() {
 		return nil, d.ArgErr()
 	}
 	st.Backend = d.Val()
+	if st.Backend == "redis" {
+		return st, unmarshalRedisStorage(d, st)
+	}
 	if d.NextArg() {
 		st.Dir = d.Val()
 	}

@@ -53,6 +53,9 @@ type diskWatermark struct {
 
 // setMinFree changes the threshold, e.g. when a reload sets another min_free.
 func (w *diskWatermark) setMinFree(minFree uint64) {
+	if w == nil {
+		return
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.minFree = minFree
@@ -72,8 +75,12 @@ func (w *diskWatermark) admit() error {
 	return nil
 }
 
-// isLow reads the free space (from the cache) and reports whether the disk is low.
+// isLow reads the free space (from the cache) and reports whether the disk is low. A nil
+// watermark (a Redis store: no local disk) is never low.
 func (w *diskWatermark) isLow() bool {
+	if w == nil {
+		return false
+	}
 	_, _, low := w.read()
 	return low
 }

@@ -4,7 +4,6 @@ package caddymodule
 
 import (
 	"fmt"
-	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -134,19 +133,6 @@ type VersionSource struct {
 	Version Source `json:"version"`
 }
 
-// Storage selects the ledger backend.
-type Storage struct {
-	// Backend is `badger` (embedded; the only backend so far).
-	Backend string `json:"backend,omitempty"`
-	// Dir is Badger's directory. Default: hookgate/ in Caddy's data directory.
-	Dir string `json:"dir,omitempty"`
-	// MinFree is the free space, in bytes, that the directory's filesystem must keep: below it
-	// new events are refused with 503 (async accepts, sync claims) while deliveries go on, and
-	// below half of it the ledger is not opened. Routes sharing a directory must agree on it.
-	// Default: 64 MiB (what Badger may still write meanwhile; see defaultMinFree).
-	MinFree int64 `json:"min_free,omitempty"`
-}
-
 // CaddyModule returns the Caddy module information.
 func (*Handler) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{
@@ -200,14 +186,14 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.VersionTTL == 0 {
 		h.VersionTTL = max(caddy.Duration(defaultVersionTTL), h.DedupeTTL)
 	}
-	dir, err := h.storageDir()
+	target, err := h.storeTarget()
 	if err != nil {
 		return err
 	}
-	if h.ledger, err = acquireLedger(dir, h.minFree()); err != nil {
+	if h.ledger, err = acquireLedger(target, h.minFree()); err != nil {
 		return err
 	}
-	if err := h.registerRoute(ctx, dir); err != nil {
+	if err := h.registerRoute(ctx, target.key); err != nil {
 		return err
 	}
 	return h.fitsBodyBudget()
@@ -215,7 +201,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 
 // registerRoute tells the hookgate app about this route, which starts its deliverer (async
 // mode) when the config runs and refuses two routes with one name in one store.
-func (h *Handler) registerRoute(ctx caddy.Context, dir string) error {
+func (h *Handler) registerRoute(ctx caddy.Context, storeKey string) error {
 	var delivery *deliver.Config
 	if h.Forward != nil {
 		cfg, err := h.Forward.deliverConfig()
@@ -230,7 +216,7 @@ func (h *Handler) registerRoute(ctx caddy.Context, dir string) error {
 		return fmt.Errorf("hookgate: loading the hookgate app: %w", err)
 	}
 	h.app = app.(*App)
-	return h.app.register(routeKey{dir: dir, name: h.Name}, h.ledger, delivery, h.minFree())
+	return h.app.register(routeKey{store: storeKey, name: h.Name}, h.ledger, delivery, h.minFree())
 }
 
 // minFree is the route's storage min_free, or its default.
@@ -296,26 +282,6 @@ func expandSecrets(raw []string) ([]string, error) {
 		out = append(out, v)
 	}
 	return out, nil
-}
-
-// storageDir is the absolute Badger directory, which is also the pool key.
-func (h *Handler) storageDir() (string, error) {
-	st := h.Storage
-	if st == nil {
-		st = &Storage{}
-	}
-	if st.Backend != "" && st.Backend != "badger" {
-		return "", fmt.Errorf("hookgate: unknown storage backend %q (badger is the only one)", st.Backend)
-	}
-	dir := st.Dir
-	if dir == "" {
-		dir = filepath.Join(caddy.AppDataDir(), "hookgate")
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", fmt.Errorf("hookgate: storage dir %q: %w", dir, err)
-	}
-	return abs, nil
 }
 
 // Validate checks the provisioned configuration.

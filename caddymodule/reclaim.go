@@ -20,8 +20,8 @@ func (p *pooledLedger) reclaimWhileLow() {
 		return
 	}
 	p.mu.Lock()
-	l := p.ledger
-	if l == nil || p.reclaiming || time.Since(p.reclaimedAt) < reclaimEvery {
+	l, ok := p.ledger.(reclaimer)
+	if !ok || p.reclaiming || time.Since(p.reclaimedAt) < reclaimEvery {
 		p.mu.Unlock()
 		return
 	}

@@ -17,7 +17,7 @@ type countingStore struct {
 
 func (c *countingStore) Reclaim(ctx context.Context) error {
 	c.reclaims.Add(1)
-	return c.store.Reclaim(ctx)
+	return c.store.(reclaimer).Reclaim(ctx)
 }
 
 // Below the watermark the pool asks the store to give back the space of delivered bodies, as

@@ -14,9 +14,10 @@ import (
 	"github.com/hookgate/hookgate/dedupe"
 )
 
-// ledgers holds one open store per absolute directory across config reloads: Caddy provisions the
-// new config before cleaning up the old one, and Badger locks its directory, so the two configs must
-// share one handle rather than each open their own.
+// ledgers holds one open store per store identity (storeTarget.key: Badger's absolute directory,
+// or Redis's addresses, db, user and prefix) across config reloads: Caddy provisions the new config
+// before cleaning up the old one, and Badger locks its directory, so the two configs must share
+// one handle rather than each open their own; a Redis store's configs share one client.
 var ledgers = caddy.NewUsagePool()
 
 // reopenDelay is the least time between a store's failure or a failed open and the next open:
@@ -32,9 +33,14 @@ const reopenDelay = 2 * time.Second
 //
 // Its disk watermark (diskspace.go) refuses new work when the filesystem runs low, and keeps the
 // store closed while there is not even room to open it.
+//
+// A Redis store (redispool.go) has neither: it is opened once, and while Redis cannot be reached
+// its calls fail with errRedisDown until it answers again.
 type pooledLedger struct {
-	dir    string
-	disk   *diskWatermark
+	key    string         // the pool's key: the store's identity
+	dir    string         // Badger's directory; "" for Redis
+	disk   *diskWatermark // Badger only; nil (never low) for Redis
+	redis  *redisTarget   // Redis only
 	logger *zap.Logger
 
 	mu     sync.Mutex
@@ -53,41 +59,69 @@ type pooledLedger struct {
 	reclaimedAt time.Time
 }
 
-// store is what the pool uses of an open *dedupe.Badger; tests wrap one to make it fail.
+// store is what the pool uses of an open store (a *badgerStore or a *redisLedger); tests wrap
+// one to make it fail.
 type store interface {
 	dedupe.Ledger
 	dedupe.Outbox
-	// Err is non-nil once the store failed a write; it must then be closed and opened again.
-	Err() error
 	// PendingByNamespace counts the pending events of each namespace that has any.
 	PendingByNamespace(ctx context.Context) (map[string]int, error)
-	// Pending is a namespace's backlog of undelivered events, from a counter.
-	Pending(namespace string) int
-	// Reclaim gives back the disk space of delivered and expired bodies now.
+	// Pending is a namespace's backlog of undelivered events.
+	Pending(ctx context.Context, namespace string) (int, error)
+}
+
+// failing is a store that can fail for good (Badger, after a failed write).
+type failing interface {
+	// Err is non-nil once the store failed a write; it must then be closed and opened again.
+	Err() error
+}
+
+// storeErr is the store's Err, or nil for a store that cannot fail for good.
+func storeErr(s store) error {
+	if f, ok := s.(failing); ok {
+		return f.Err()
+	}
+	return nil
+}
+
+// reclaimer is a store that can give back the disk space of delivered and expired bodies now
+// (Badger).
+type reclaimer interface {
 	Reclaim(ctx context.Context) error
 }
 
-// acquireLedger returns the directory's pool entry, creating it with minFree as its disk
-// watermark; a running entry keeps its watermark until the config that uses it starts
-// (App.Start sets it).
-func acquireLedger(dir string, minFree uint64) (*pooledLedger, error) {
-	val, _, err := ledgers.LoadOrNew(dir, func() (caddy.Destructor, error) {
-		return newPooledLedger(dir, minFree), nil
+// badgerStore is an open Badger ledger as a store.
+type badgerStore struct{ *dedupe.Badger }
+
+// Pending is the namespace's backlog, from Badger's counter.
+func (b *badgerStore) Pending(_ context.Context, namespace string) (int, error) {
+	return b.Badger.Pending(namespace), nil
+}
+
+// acquireLedger returns the store's pool entry, creating it (for Badger with minFree as its
+// disk watermark; a running entry keeps its watermark until the config that uses it starts:
+// App.Start sets it).
+func acquireLedger(target storeTarget, minFree uint64) (*pooledLedger, error) {
+	val, _, err := ledgers.LoadOrNew(target.key, func() (caddy.Destructor, error) {
+		if target.redis != nil {
+			return newRedisPool(target), nil
+		}
+		return newPooledLedger(target.dir, minFree), nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("hookgate: ledger %s: %w", dir, err)
+		return nil, fmt.Errorf("hookgate: ledger %s: %w", target.key, err)
 	}
 	return val.(*pooledLedger), nil
 }
 
 func newPooledLedger(dir string, minFree uint64) *pooledLedger {
 	logger := caddy.Log().Named("hookgate")
-	return &pooledLedger{dir: dir, logger: logger, disk: &diskWatermark{dir: dir, free: statfsFree, minFree: minFree, logger: logger}}
+	return &pooledLedger{key: dir, dir: dir, logger: logger, disk: &diskWatermark{dir: dir, free: statfsFree, minFree: minFree, logger: logger}}
 }
 
 // release drops one config's reference; the last one closes the store.
 func (p *pooledLedger) release() error {
-	_, err := ledgers.Delete(p.dir)
+	_, err := ledgers.Delete(p.key)
 	return err
 }
 
@@ -117,8 +151,11 @@ func (p *pooledLedger) open() (store, error) {
 	if p.closed {
 		return nil, errLedgerClosed
 	}
+	if p.redis != nil {
+		return p.openRedis(), nil
+	}
 	if p.ledger != nil {
-		err := p.ledger.Err()
+		err := storeErr(p.ledger)
 		if err == nil {
 			return p.ledger, nil
 		}
@@ -190,8 +227,8 @@ func (p *pooledLedger) openStore() (store, error) {
 	var previous *dedupe.Badger
 	for s := p.failed; s != nil && previous == nil; {
 		switch f := s.(type) {
-		case *dedupe.Badger:
-			previous = f
+		case *badgerStore:
+			previous = f.Badger
 		case interface{ Unwrap() store }:
 			s = f.Unwrap()
 		default:
@@ -199,13 +236,18 @@ func (p *pooledLedger) openStore() (store, error) {
 		}
 	}
 	if previous == nil {
-		return dedupe.OpenBadger(p.dir)
+		l, err := dedupe.OpenBadger(p.dir)
+		if err != nil {
+			return nil, err
+		}
+		return &badgerStore{l}, nil
 	}
 	l, err := dedupe.ReopenBadger(previous)
-	if err == nil {
-		p.failed = nil
+	if err != nil {
+		return nil, err
 	}
-	return l, err
+	p.failed = nil
+	return &badgerStore{l}, nil
 }
 
 // retire takes the failed store out of use and closes it in the background: Badger's Close
@@ -339,12 +381,12 @@ func (p *pooledLedger) List(ctx context.Context, ns string, state dedupe.State, 
 }
 
 // Pending is the route's backlog of undelivered events.
-func (p *pooledLedger) Pending(ns string) (int, error) {
+func (p *pooledLedger) Pending(ctx context.Context, ns string) (int, error) {
 	l, err := p.open()
 	if err != nil {
 		return 0, err
 	}
-	return l.Pending(ns), nil
+	return l.Pending(ctx, ns)
 }
 
 // Replay implements dedupe.Outbox.

@@ -34,7 +34,7 @@ func TestFailedLedgerAnswers503ThenReopens(t *testing.T) {
 	expectReply(t, "before the failure", send(t, tester.Client, newEvent(t, "evt_reopen_1", "obj_reopen", 1)), http.StatusAccepted, `"id":"evt_reopen_1"`)
 	waitFor(t, "delivery before the failure", 10*time.Second, func() bool { return up.count("evt_reopen_1") == 1 })
 
-	pool, err := acquireLedger(storageDir, defaultMinFree)
+	pool, err := acquireLedger(badgerTarget(storageDir), defaultMinFree)
 	if err != nil {
 		t.Fatal(err)
 	}

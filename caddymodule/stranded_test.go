@@ -15,7 +15,7 @@ import (
 // start says so, once per namespace, with the count.
 func TestWarnsOfPendingEventsNoRouteDelivers(t *testing.T) {
 	dir := t.TempDir()
-	store, err := acquireLedger(dir, defaultMinFree)
+	store, err := acquireLedger(badgerTarget(dir), defaultMinFree)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func TestWarnsOfPendingEventsNoRouteDelivers(t *testing.T) {
 
 	core, logs := observer.New(zap.WarnLevel)
 	app := &App{routes: map[routeKey]*appRoute{}, logger: zap.New(core)}
-	if err := app.register(routeKey{dir: dir, name: "after_rename"}, store, nil, defaultMinFree); err != nil {
+	if err := app.register(routeKey{store: dir, name: "after_rename"}, store, nil, defaultMinFree); err != nil {
 		t.Fatal(err)
 	}
 	if err := app.Start(); err != nil {

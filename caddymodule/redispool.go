@@ -1,0 +1,205 @@
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/dedupe/redisstore"
+)
+
+// errRedisDown is what every call answers while Redis cannot be reached: the routes on it answer
+// 503 with this reason, and the pool logs the outage once, not once per request.
+var errRedisDown = &unavailableError{reason: "the shared ledger (Redis) is unavailable"}
+
+// persistenceCheckTimeout bounds the start-time read of Redis's persistence settings.
+const persistenceCheckTimeout = 10 * time.Second
+
+func newRedisPool(target storeTarget) *pooledLedger {
+	quietRedisLog.Do(func() { redis.SetLogger(redisDebugLog{caddy.Log().Named("hookgate.redis")}) })
+	return &pooledLedger{key: target.key, redis: target.redis, logger: caddy.Log().Named("hookgate")}
+}
+
+// quietRedisLog turns go-redis's own log lines, one per failed dial to stderr, into Caddy's
+// debug log: while Redis is down they would be one per request; the pool logs the outage once.
+var quietRedisLog sync.Once
+
+type redisDebugLog struct{ logger *zap.Logger }
+
+func (l redisDebugLog) Printf(_ context.Context, format string, v ...any) {
+	l.logger.Debug(fmt.Sprintf(format, v...))
+}
+
+// openRedis returns the Redis store, creating its client on first use; it does not connect
+// (go-redis dials on the first command), so it never fails. The caller holds p.mu.
+func (p *pooledLedger) openRedis() store {
+	if p.ledger == nil {
+		client := redis.NewUniversalClient(p.redis.options)
+		l := &redisLedger{Store: redisstore.New(client, p.redis.prefix), key: p.key, logger: p.logger}
+		p.ledger = l
+		l.checkPersistence()
+	}
+	return p.ledger
+}
+
+// redisLedger is a Redis store that tells an outage from an answer: a call that fails because
+// Redis cannot be reached (down, hung, loading its data after a restart, failing over) returns
+// errRedisDown, and the first such failure logs one ERROR, the first call that works again one
+// INFO. Errors of the ledger's contract (dedupe.ErrNotFound…) pass through as they are.
+type redisLedger struct {
+	*redisstore.Store
+	key    string
+	logger *zap.Logger
+	down   atomic.Bool
+	// persistence is persistenceUnchecked until CheckPersistence has answered once.
+	persistence atomic.Int32
+}
+
+const (
+	persistenceUnchecked = iota
+	persistenceChecking
+	persistenceChecked
+)
+
+// observe notes what a call's error says of Redis, logging a change of state once.
+func (r *redisLedger) observe(ctx context.Context, err error) error {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return err // the caller gave up: that says nothing of Redis
+	case err != nil && redisUnreachable(err):
+		if r.down.CompareAndSwap(false, true) {
+			r.logger.Error("the shared ledger (Redis) is unavailable: hookgate routes on it answer 503 until it is back",
+				zap.String("store", r.key), zap.Error(err))
+		}
+		return errRedisDown
+	}
+	if r.down.CompareAndSwap(true, false) {
+		r.logger.Info("the shared ledger (Redis) is back: hookgate routes on it accept events again", zap.String("store", r.key))
+		r.checkPersistence() // if Redis was down when first used
+	}
+	return err
+}
+
+// redisUnreachable reports whether err says Redis could not answer, rather than refused the call:
+// no connection, a timeout, or a server that cannot serve now (loading its data, failing over,
+// out of memory, refusing writes after a failed save, refusing the credentials).
+func redisUnreachable(err error) bool {
+	var netErr net.Error
+	return errors.As(err, &netErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redis.ErrPoolTimeout) ||
+		errors.Is(err, redis.ErrPoolExhausted) ||
+		redis.IsLoadingError(err) || redis.IsReadOnlyError(err) || redis.IsClusterDownError(err) ||
+		redis.IsTryAgainError(err) || redis.IsMasterDownError(err) || redis.IsMaxClientsError(err) ||
+		redis.IsNoReplicasError(err) || redis.IsOOMError(err) || redis.HasErrorPrefix(err, "MISCONF") ||
+		redis.IsAuthError(err) || redis.IsPermissionError(err)
+}
+
+// checkPersistence reads Redis's persistence settings once, in the background, and logs one WARN
+// when they cannot keep the promise that an acknowledged event survives a Redis restart. If
+// Redis cannot be reached it is read again once Redis is back.
+func (r *redisLedger) checkPersistence() {
+	if !r.persistence.CompareAndSwap(persistenceUnchecked, persistenceChecking) {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), persistenceCheckTimeout)
+		defer cancel()
+		warning, err := r.Store.CheckPersistence(ctx)
+		if err != nil && redisUnreachable(err) {
+			r.persistence.Store(persistenceUnchecked)
+			_ = r.observe(ctx, err)
+			return
+		}
+		r.persistence.Store(persistenceChecked)
+		switch {
+		case err != nil:
+			r.logger.Warn("could not read Redis's persistence settings; make sure it runs with appendonly yes and appendfsync always, or an acknowledged event can be lost when Redis restarts",
+				zap.String("store", r.key), zap.Error(err))
+		case warning != "":
+			r.logger.Warn(warning, zap.String("store", r.key))
+		default:
+			r.logger.Info("Redis writes every event to disk before it answers (appendonly yes, appendfsync always)", zap.String("store", r.key))
+		}
+	}()
+}
+
+// Claim implements dedupe.Ledger.
+func (r *redisLedger) Claim(ctx context.Context, c dedupe.Claim) (dedupe.Outcome, error) {
+	o, err := r.Store.Claim(ctx, c)
+	return o, r.observe(ctx, err)
+}
+
+// Done implements dedupe.Ledger.
+func (r *redisLedger) Done(ctx context.Context, c dedupe.Claim, ttl time.Duration) error {
+	return r.observe(ctx, r.Store.Done(ctx, c, ttl))
+}
+
+// Release implements dedupe.Ledger.
+func (r *redisLedger) Release(ctx context.Context, c dedupe.Claim) error {
+	return r.observe(ctx, r.Store.Release(ctx, c))
+}
+
+// Accept implements dedupe.Outbox.
+func (r *redisLedger) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, ttl time.Duration) (dedupe.Outcome, error) {
+	o, err := r.Store.Accept(ctx, c, ev, ttl)
+	return o, r.observe(ctx, err)
+}
+
+// Lease implements dedupe.Outbox.
+func (r *redisLedger) Lease(ctx context.Context, ns string, now time.Time, n int, lease time.Duration) ([]*dedupe.Event, error) {
+	evs, err := r.Store.Lease(ctx, ns, now, n, lease)
+	return evs, r.observe(ctx, err)
+}
+
+// Update implements dedupe.Outbox.
+func (r *redisLedger) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration) error {
+	return r.observe(ctx, r.Store.Update(ctx, ev, keep))
+}
+
+// DeliveredVersion implements dedupe.Outbox.
+func (r *redisLedger) DeliveredVersion(ctx context.Context, ns, entity string) (int64, bool, error) {
+	v, ok, err := r.Store.DeliveredVersion(ctx, ns, entity)
+	return v, ok, r.observe(ctx, err)
+}
+
+// Get implements dedupe.Outbox.
+func (r *redisLedger) Get(ctx context.Context, ns, id string) (*dedupe.Event, error) {
+	ev, err := r.Store.Get(ctx, ns, id)
+	return ev, r.observe(ctx, err)
+}
+
+// List implements dedupe.Outbox.
+func (r *redisLedger) List(ctx context.Context, ns string, state dedupe.State, after dedupe.Cursor, limit int) ([]*dedupe.Event, error) {
+	evs, err := r.Store.List(ctx, ns, state, after, limit)
+	return evs, r.observe(ctx, err)
+}
+
+// Replay implements dedupe.Outbox.
+func (r *redisLedger) Replay(ctx context.Context, ns, id string, now time.Time) error {
+	return r.observe(ctx, r.Store.Replay(ctx, ns, id, now))
+}
+
+// Pending is the namespace's backlog.
+func (r *redisLedger) Pending(ctx context.Context, ns string) (int, error) {
+	n, err := r.Store.Pending(ctx, ns)
+	return n, r.observe(ctx, err)
+}
+
+// PendingByNamespace counts the pending events of each namespace that has any.
+func (r *redisLedger) PendingByNamespace(ctx context.Context) (map[string]int, error) {
+	counts, err := r.Store.PendingByNamespace(ctx)
+	return counts, r.observe(ctx, err)
+}
+
+// Interface guard
+var _ store = (*redisLedger)(nil)

@@ -1,0 +1,283 @@
+package caddymodule
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// Storage selects the ledger backend.
+type Storage struct {
+	// Backend is `badger` (embedded: one node's own ledger) or `redis` (one ledger shared by
+	// every node using the same Redis and prefix). Default: badger.
+	Backend string `json:"backend,omitempty"`
+	// Dir is Badger's directory. Default: hookgate/ in Caddy's data directory. Badger only.
+	Dir string `json:"dir,omitempty"`
+	// MinFree is the free space, in bytes, that the directory's filesystem must keep: below it
+	// new events are refused with 503 (async accepts, sync claims) while deliveries go on, and
+	// below half of it the ledger is not opened. Routes sharing a directory must agree on it.
+	// Default: 64 MiB (what Badger may still write meanwhile; see defaultMinFree). Badger only.
+	MinFree int64 `json:"min_free,omitempty"`
+
+	// URLs are Redis's addresses, as redis://host[:port][/db] or rediss://… (TLS): one server,
+	// or with Cluster a Redis Cluster's seed nodes, or with Sentinel the Sentinels. The port
+	// defaults to 6379. `{env.*}` placeholders are expanded at provision. A password in a URL
+	// is refused: set Password. Redis only; required.
+	URLs []string `json:"urls,omitempty"`
+	// Username is the Redis ACL user. It may be an `{env.*}` or `{file.*}` placeholder,
+	// expanded at provision. Default: none (Redis's default user). Redis only.
+	Username string `json:"username,omitempty"`
+	// Password authenticates to Redis (and to the Sentinels). It must be an `{env.NAME}` or
+	// `{file.PATH}` placeholder, expanded at provision, so that it never shows in the admin
+	// API's /config/ nor in a log. Default: none. Redis only.
+	Password string `json:"password,omitempty"`
+	// DB is the Redis database number; a Cluster has only 0. Default: the URLs' /db, else 0.
+	// Redis only.
+	DB int `json:"db,omitempty"`
+	// TLS connects with TLS, verifying the server's certificate; rediss:// URLs imply it.
+	// Default: false. Redis only.
+	TLS bool `json:"tls,omitempty"`
+	// Cluster says the URLs are a Redis Cluster's seed nodes. Default: false. Redis only.
+	Cluster bool `json:"cluster,omitempty"`
+	// Sentinel is the name of the master that the Sentinels at URLs monitor. Default: none
+	// (the URLs are Redis itself). Redis only.
+	Sentinel string `json:"sentinel,omitempty"`
+	// DialTimeout bounds opening a connection to Redis. Default: 1s. Redis only.
+	DialTimeout caddy.Duration `json:"dial_timeout,omitempty"`
+	// ReadTimeout bounds the wait for one reply, which includes Redis's fsync under
+	// `appendfsync always`. A command that times out is tried once more, so a Redis that
+	// hangs gets a request answered 503 after about twice this. Default: 2s. Redis only.
+	ReadTimeout caddy.Duration `json:"read_timeout,omitempty"`
+	// WriteTimeout bounds sending one command. Default: 2s. Redis only.
+	WriteTimeout caddy.Duration `json:"write_timeout,omitempty"`
+	// Prefix begins every key hookgate writes; nodes share a ledger when they use the same
+	// Redis and prefix. Default: hookgate. Redis only.
+	Prefix string `json:"prefix,omitempty"`
+}
+
+// The Redis client's defaults. Redis answers in well under a millisecond on a LAN, so a dial
+// or a reply taking seconds means it is down or hung: the provider is then answered 503 within
+// about 2 × readTimeout, before its own timeout (Shopify waits 5 s). An fsync of the
+// append-only file under load takes tens of milliseconds, far inside it.
+const (
+	defaultRedisDialTimeout  = time.Second
+	defaultRedisReadTimeout  = 2 * time.Second
+	defaultRedisWriteTimeout = 2 * time.Second
+	defaultRedisPrefix       = "hookgate"
+	// redisMaxRetries is the client's retries of a command after a network error: one covers
+	// a pooled connection that a Redis restart closed; more would only delay the 503.
+	redisMaxRetries = 1
+)
+
+// storeTarget is where a route's ledger lives: a Badger directory, or a Redis store.
+type storeTarget struct {
+	// key is the store's identity, the pool's key and the routes' namespace scope: Badger's
+	// absolute directory, or Redis's addresses, db, user and prefix (never the password).
+	key string
+	// dir is Badger's directory; "" for Redis.
+	dir string
+	// redis is how to reach the Redis store; nil for Badger.
+	redis *redisTarget
+}
+
+// redisTarget is a Redis store's client settings, secrets expanded.
+type redisTarget struct {
+	options *redis.UniversalOptions
+	prefix  string
+}
+
+func badgerTarget(dir string) storeTarget { return storeTarget{key: dir, dir: dir} }
+
+// storeTarget resolves the route's storage.
+func (h *Handler) storeTarget() (storeTarget, error) {
+	st := h.Storage
+	if st == nil {
+		st = &Storage{}
+	}
+	switch st.Backend {
+	case "", "badger":
+		dir := st.Dir
+		if dir == "" {
+			dir = filepath.Join(caddy.AppDataDir(), "hookgate")
+		}
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return storeTarget{}, fmt.Errorf("hookgate: storage dir %q: %w", dir, err)
+		}
+		return badgerTarget(abs), nil
+	case "redis":
+		rt, err := st.redisTarget()
+		if err != nil {
+			return storeTarget{}, fmt.Errorf("hookgate: storage redis: %w", err)
+		}
+		return storeTarget{key: rt.identity(), redis: rt}, nil
+	}
+	return storeTarget{}, fmt.Errorf("hookgate: unknown storage backend %q (badger or redis)", st.Backend)
+}
+
+// redisTarget checks the Redis settings and builds the client's options. Its errors name the
+// setting at fault, never a secret's value.
+func (st *Storage) redisTarget() (*redisTarget, error) {
+	if st.Dir != "" || st.MinFree != 0 {
+		return nil, errors.New("dir and min_free are Badger's settings")
+	}
+	if len(st.URLs) == 0 {
+		return nil, errors.New("at least one URL is required (redis://host:port)")
+	}
+	if len(st.URLs) > 1 && !st.Cluster && st.Sentinel == "" {
+		return nil, errors.New("several URLs need `cluster` (they are a Cluster's seed nodes) or `sentinel <master>` (they are Sentinels)")
+	}
+	if st.Cluster && st.Sentinel != "" {
+		return nil, errors.New("`cluster` and `sentinel` exclude each other")
+	}
+	if st.DB < 0 || st.DialTimeout < 0 || st.ReadTimeout < 0 || st.WriteTimeout < 0 {
+		return nil, errors.New("db and timeouts must be positive")
+	}
+	repl := caddy.NewReplacer()
+	opts := &redis.UniversalOptions{
+		MasterName:    st.Sentinel,
+		IsClusterMode: st.Cluster,
+		DB:            st.DB,
+		DialTimeout:   durationOr(st.DialTimeout, defaultRedisDialTimeout),
+		ReadTimeout:   durationOr(st.ReadTimeout, defaultRedisReadTimeout),
+		WriteTimeout:  durationOr(st.WriteTimeout, defaultRedisWriteTimeout),
+		MaxRetries:    redisMaxRetries,
+		DialerRetries: 1, // the command's retry redials; the client's default 5 tries delay the 503
+	}
+	useTLS := st.TLS
+	for i, raw := range st.URLs {
+		u, err := parseRedisURL(repl, raw)
+		if err != nil {
+			return nil, fmt.Errorf("URL #%d: %w", i+1, err)
+		}
+		opts.Addrs = append(opts.Addrs, u.Addr)
+		useTLS = useTLS || u.TLSConfig != nil
+		if u.Username != "" {
+			if opts.Username != "" && opts.Username != u.Username {
+				return nil, errors.New("the URLs name different users")
+			}
+			opts.Username = u.Username
+		}
+		if u.DB != 0 && opts.DB != u.DB {
+			if opts.DB != 0 {
+				return nil, fmt.Errorf("URL #%d: its database %d is not db %d", i+1, u.DB, opts.DB)
+			}
+			opts.DB = u.DB
+		}
+	}
+	if st.Cluster && opts.DB != 0 {
+		return nil, errors.New("a Redis Cluster has only database 0")
+	}
+	if useTLS {
+		// No ServerName: the TLS dialer checks each node's certificate against that node's host.
+		opts.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	if st.Username != "" {
+		user, err := repl.ReplaceOrErr(st.Username, true, true)
+		if err != nil {
+			return nil, fmt.Errorf("username: %w", err)
+		}
+		if opts.Username != "" && opts.Username != user {
+			return nil, errors.New("username differs from the user in the URLs")
+		}
+		opts.Username = user
+	}
+	if st.Password != "" {
+		password, err := expandPassword(repl, st.Password)
+		if err != nil {
+			return nil, err
+		}
+		opts.Password = password
+		if st.Sentinel != "" {
+			opts.SentinelUsername, opts.SentinelPassword = opts.Username, password
+		}
+	}
+	prefix := st.Prefix
+	if prefix == "" {
+		prefix = defaultRedisPrefix
+	}
+	return &redisTarget{options: opts, prefix: prefix}, nil
+}
+
+// parseRedisURL expands the URL's placeholders and parses it as go-redis does, refusing a
+// password in it (it would show in /config/) and query parameters (the storage block has the
+// settings). Errors quote the URL only with its password masked.
+func parseRedisURL(repl *caddy.Replacer, raw string) (*redis.Options, error) {
+	expanded, err := repl.ReplaceOrErr(raw, true, true)
+	if err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(expanded)
+	if err != nil {
+		var urlErr *url.Error
+		if errors.As(err, &urlErr) {
+			err = urlErr.Err // without the URL, which may hold a password
+		}
+		return nil, fmt.Errorf("not a URL: %w", err)
+	}
+	if _, has := u.User.Password(); has {
+		return nil, fmt.Errorf("%s holds a password: take it out and set `password {env.NAME}` (or {file.PATH}) in the storage block, so it never shows in /config/ or the logs", u.Redacted())
+	}
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		return nil, fmt.Errorf("%s: the scheme must be redis:// or rediss://", u.Redacted())
+	}
+	if u.RawQuery != "" {
+		return nil, fmt.Errorf("%s: query parameters are not supported; use the storage block's settings", u.Redacted())
+	}
+	opts, err := redis.ParseURL(expanded)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", u.Redacted(), err)
+	}
+	return opts, nil
+}
+
+// expandPassword expands the password's placeholder, refusing a literal password: it would
+// show in the admin API's /config/.
+func expandPassword(repl *caddy.Replacer, raw string) (string, error) {
+	if !isPlaceholder(raw) {
+		return "", errors.New("password must be an {env.NAME} or {file.PATH} placeholder, so it never shows in /config/")
+	}
+	password, err := repl.ReplaceOrErr(raw, true, true)
+	if err != nil {
+		return "", fmt.Errorf("password: %w", err)
+	}
+	return password, nil
+}
+
+// isPlaceholder reports whether s is one {env.*} or {file.*} placeholder and nothing else.
+func isPlaceholder(s string) bool {
+	return strings.HasSuffix(s, "}") && strings.Count(s, "{") == 1 &&
+		(strings.HasPrefix(s, "{env.") || strings.HasPrefix(s, "{file."))
+}
+
+// identity names the Redis store the routes share: the same addresses, db, user and prefix are
+// one ledger, whatever the order of the URLs. It never holds the password.
+func (rt *redisTarget) identity() string {
+	o := rt.options
+	addrs := slices.Clone(o.Addrs)
+	slices.Sort(addrs)
+	user := ""
+	if o.Username != "" {
+		user = url.User(o.Username).String() + "@"
+	}
+	id := fmt.Sprintf("redis://%s%s/%d prefix %s", user, strings.Join(addrs, ","), o.DB, rt.prefix)
+	if o.MasterName != "" {
+		id += " sentinel " + o.MasterName
+	}
+	return id
+}
+
+func durationOr(d caddy.Duration, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return time.Duration(d)
+}

@@ -1,0 +1,32 @@
+// Package redisstore is the ledger and outbox of dedupe kept in Redis (a single server, Sentinel
+// or Cluster), so that every gateway node sharing it sees the same claims, versions and queue,
+// with the Badger store's contract (dedupe.Ledger, dedupe.Outbox).
+//
+// Every key of a namespace (a route) starts with its tag T = "{PREFIX:NAMESPACE}:", the Cluster
+// hash tag, so one namespace lives on one shard and its scripts are atomic there (the prefix is
+// escaped of ':{}%' and the namespace of '{}%' as %XX):
+//
+//	T i:<id>           dedupe record of an event ID: "c" while claimed (PX: the claim's lease), "d" once done (PX: dedupe TTL)
+//	T h:<digest>       the same for the digest of the signed bytes
+//	T v:<entity>       the entity's accepted version, base 10 (PX: VersionTTL from its last advance)
+//	T w:<entity>       its newest delivered version, expiring with the accepted one
+//	T e:<id>           hash: a queued event, request and delivery state (event.go); PX keep once final
+//	T q                zset: Pending events due for Lease, by due time (µs)
+//	T s:<state>        zset: each state's events for List, all scored 0, member <16 hex accept ns><id>
+//	T x                zset: final events' listing members by expiry (ms), trimmed by Update
+//	T l                hash: entity → the event holding the entity's lease
+//	T L                zset: entity → that lease's end (µs)
+//	T b:<entity>       zset: events of the entity waiting while another holds it, by due time (µs)
+//
+// Each operation is one round trip: Claim, Done, Release, Accept, Lease, Update, Replay and List
+// are a Lua script each (lua/), run as EVALSHA (EVAL once when the server lacks it); Get is an
+// HGETALL, DeliveredVersion a GET, Pending a ZCARD. Times the contract gives (now, due times,
+// leases) are compared as given; Redis's own clock only expires keys (PX, PEXPIRE) where the
+// contract speaks of real time: claims, dedupe windows, versions, keep.
+//
+// Leases are fenced by the event hash's count of leases ("tok"), which each Lease increments
+// and Update must be given back. One entity's events go out one at a time across nodes: Lease
+// records the event it hands out as the entity's holder (T l, T L) and parks any other due
+// event of the entity in T b:<entity> until the holder's Update or the lapse of its lease frees
+// the entity and puts the earliest parked event back on the queue.
+package redisstore

@@ -1,0 +1,120 @@
+package redisstore
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hookgate/hookgate/dedupe"
+)
+
+// acceptAt accepts id of entity (version v) due at due.
+func acceptAt(t *testing.T, s *Store, id, entity string, v int64, due time.Time) {
+	t.Helper()
+	ev := queued(id, base)
+	ev.Entity, ev.Version, ev.NextAttempt = entity, v, due
+	c := versioned(id, entity, v)
+	if out, err := s.Accept(ctx, c, ev, time.Hour); err != nil || out != dedupe.Claimed {
+		t.Fatalf("Accept %s: %v %v", id, out, err)
+	}
+}
+
+func TestOneEventPerEntityAtATimeAcrossNodes(t *testing.T) {
+	a, b := twoNodes(t)
+	acceptAt(t, a, "x1", "cus_x", 1, base)
+	acceptAt(t, a, "x2", "cus_x", 2, base.Add(time.Second))
+	acceptAt(t, a, "y1", "cus_y", 1, base.Add(2*time.Second))
+	now := base.Add(time.Minute)
+
+	got := lease(t, a, now, 10)
+	if !slices.Equal(ids(got), []string{"x1", "y1"}) {
+		t.Fatalf("node A's lease: %v, want [x1 y1] (one event per entity, the earliest)", ids(got))
+	}
+	if other := lease(t, b, now, 10); len(other) != 0 {
+		t.Fatalf("node B leased %v while x1 holds cus_x", ids(other))
+	}
+	x2, err := b.Get(ctx, ns, "x2")
+	if err != nil || x2.State != dedupe.Pending || !x2.NextAttempt.Equal(base.Add(time.Second)) {
+		t.Fatalf("the waiting event: %+v %v, want pending and still due at its own time", x2, err)
+	}
+
+	got[0].State = dedupe.Delivered
+	if err := a.Update(ctx, got[0], time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if next := lease(t, b, now, 10); !slices.Equal(ids(next), []string{"x2"}) {
+		t.Fatalf("node B's lease once x1 is delivered: %v, want [x2]", ids(next))
+	}
+}
+
+func TestEntityFreedByAnyUpdateOfItsHolder(t *testing.T) {
+	s := newStore(t)
+	acceptAt(t, s, "x1", "cus_x", 1, base)
+	acceptAt(t, s, "x2", "cus_x", 2, base)
+	held := lease(t, s, base, 10)
+	if !slices.Equal(ids(held), []string{"x1"}) {
+		t.Fatalf("lease: %v", ids(held))
+	}
+	held[0].NextAttempt = base.Add(time.Hour) // retry later
+	if err := s.Update(ctx, held[0], 0); err != nil {
+		t.Fatal(err)
+	}
+	if next := lease(t, s, base, 10); !slices.Equal(ids(next), []string{"x2"}) {
+		t.Fatalf("lease once x1 is rescheduled: %v, want [x2]", ids(next))
+	}
+}
+
+func TestEntityFreedWhenItsHolderLapses(t *testing.T) {
+	a, b := twoNodes(t)
+	acceptAt(t, a, "x1", "cus_x", 1, base)
+	acceptAt(t, a, "x2", "cus_x", 2, base.Add(time.Second))
+	if got := lease(t, a, base.Add(time.Second), 10); !slices.Equal(ids(got), []string{"x1"}) {
+		t.Fatalf("lease: %v", ids(got)) // node A dies holding x1
+	}
+	if got := lease(t, b, base.Add(30*time.Second), 10); len(got) != 0 {
+		t.Fatalf("within x1's lease: %v", ids(got))
+	}
+	// After the lapse both are due; x2 was due first, and only one goes out.
+	after := base.Add(2 * time.Minute)
+	first := lease(t, b, after, 10)
+	if !slices.Equal(ids(first), []string{"x2"}) {
+		t.Fatalf("after x1's lease lapsed: %v, want [x2] (earliest due, one per entity)", ids(first))
+	}
+	first[0].State = dedupe.Delivered
+	if err := b.Update(ctx, first[0], time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if got := lease(t, b, after, 10); !slices.Equal(ids(got), []string{"x1"}) {
+		t.Fatalf("then: %v, want [x1]", ids(got))
+	}
+}
+
+// Events waiting for their entity cost a Lease nothing: thousands of one entity's events due
+// first do not keep another entity's event from going out.
+func TestWaitingEventsDoNotStarveOthers(t *testing.T) {
+	s := newStore(t)
+	tag, _ := s.tag(ns)
+	pipe := s.client.Pipeline()
+	for i := range 3000 {
+		ev := queued(fmt.Sprint("x", i), base)
+		ev.Entity, ev.Version = "busy", int64(i)
+		acceptScript.Run(ctx, pipe, []string{tag}, append([]any{ev.ID, "3600000", "", "0", "0", "0", micros(base), listMember(base, ev.ID), "0"},
+			acceptFields(ev, base, base, base)...)...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	acceptAt(t, s, "other", "calm", 1, base.Add(time.Second))
+	now := base.Add(time.Minute)
+	var leased []string
+	for range 20 {
+		leased = append(leased, ids(lease(t, s, now, 4))...)
+		if slices.Contains(leased, "other") {
+			break
+		}
+	}
+	if !slices.Contains(leased, "other") || len(leased) != 2 {
+		t.Fatalf("20 leases of 4: %d events (%.5v...), want the busy entity's first and the other", len(leased), leased)
+	}
+}

@@ -1,0 +1,253 @@
+package redisstore
+
+import (
+	"encoding/binary"
+	"fmt"
+	"maps"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/hookgate/hookgate/dedupe"
+)
+
+// The fields of an event's hash (T:e:<id>). Times are Unix nanoseconds in base 10, so they come
+// back exactly; the scripts never compute with them (Lua's numbers are doubles).
+const (
+	fieldState      = "st"
+	fieldAttempts   = "att"
+	fieldLastStatus = "ls"
+	fieldLastError  = "le"
+	fieldAccepted   = "acc"
+	fieldUpdated    = "upd"
+	fieldNext       = "nxt" // when Pending: due, or the end of its lease
+	fieldToken      = "tok" // number of leases handed out: the latest one's LeaseToken
+	fieldEntity     = "ent"
+	fieldVersion    = "ver"
+	fieldMethod     = "m"
+	fieldURI        = "u"
+	fieldScheme     = "sch"
+	fieldBodyBytes  = "bb"
+	fieldHeader     = "hdr"  // encodeHeader; dropped once Delivered or Superseded
+	fieldBody       = "body" // dropped once Delivered or Superseded
+	fieldMember     = "lx"   // its member in the state listings (listMember)
+)
+
+// listFields are the fields List returns: all but the header and body.
+var listFields = []string{
+	fieldState, fieldAttempts, fieldLastStatus, fieldLastError, fieldAccepted, fieldUpdated, fieldNext,
+	fieldToken, fieldEntity, fieldVersion, fieldMethod, fieldURI, fieldScheme, fieldBodyBytes,
+}
+
+// acceptFields are the field/value pairs Accept writes for ev, Pending and due at next.
+func acceptFields(ev *dedupe.Event, accepted, next, updated time.Time) []any {
+	return []any{
+		fieldState, string(dedupe.Pending), fieldAttempts, "0", fieldLastStatus, "0", fieldLastError, "",
+		fieldAccepted, nanos(accepted), fieldUpdated, nanos(updated), fieldNext, nanos(next), fieldToken, "0",
+		fieldEntity, ev.Entity, fieldVersion, strconv.FormatInt(ev.Version, 10),
+		fieldMethod, ev.Method, fieldURI, ev.URI, fieldScheme, ev.Scheme,
+		fieldBodyBytes, strconv.Itoa(len(ev.Body)), fieldHeader, encodeHeader(ev.Header), fieldBody, ev.Body,
+		fieldMember, listMember(accepted, ev.ID),
+	}
+}
+
+// decodeEvent assembles an event from its hash's fields; a missing one reads as zero.
+func decodeEvent(namespace, id string, f map[string]string) (*dedupe.Event, error) {
+	ev := &dedupe.Event{
+		Namespace: namespace, ID: id, Entity: f[fieldEntity], Method: f[fieldMethod], URI: f[fieldURI],
+		Scheme: f[fieldScheme], State: dedupe.State(f[fieldState]), LastError: f[fieldLastError],
+	}
+	var err error
+	ints := []struct {
+		field string
+		to    *int
+	}{{fieldAttempts, &ev.Attempts}, {fieldLastStatus, &ev.LastStatus}, {fieldBodyBytes, &ev.BodyBytes}}
+	for _, i := range ints {
+		if *i.to, err = atoi(f[i.field]); err != nil {
+			return nil, fmt.Errorf("event %q: field %s: %w", id, i.field, err)
+		}
+	}
+	if ev.Version, err = parseInt(f[fieldVersion]); err != nil {
+		return nil, fmt.Errorf("event %q: version: %w", id, err)
+	}
+	tok, err := parseInt(f[fieldToken])
+	if err != nil {
+		return nil, fmt.Errorf("event %q: lease token: %w", id, err)
+	}
+	ev.LeaseToken = uint64(tok)
+	times := []struct {
+		field string
+		to    *time.Time
+	}{{fieldAccepted, &ev.AcceptedAt}, {fieldUpdated, &ev.UpdatedAt}, {fieldNext, &ev.NextAttempt}}
+	for _, t := range times {
+		if *t.to, err = parseNanos(f[t.field]); err != nil {
+			return nil, fmt.Errorf("event %q: field %s: %w", id, t.field, err)
+		}
+	}
+	if ev.Header, err = decodeHeader(f[fieldHeader]); err != nil {
+		return nil, fmt.Errorf("event %q: %w", id, err)
+	}
+	if body := f[fieldBody]; body != "" {
+		ev.Body = []byte(body)
+	}
+	return ev, nil
+}
+
+func atoi(s string) (int, error) {
+	n, err := parseInt(s)
+	return int(n), err
+}
+
+func parseInt(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	return strconv.ParseInt(s, 10, 64)
+}
+
+// nanos is t in Unix nanoseconds, base 10; "0" for the zero time.
+func nanos(t time.Time) string {
+	if t.IsZero() {
+		return "0"
+	}
+	return strconv.FormatInt(t.UnixNano(), 10)
+}
+
+func parseNanos(s string) (time.Time, error) {
+	n, err := parseInt(s)
+	if err != nil || n == 0 {
+		return time.Time{}, err
+	}
+	return time.Unix(0, n).UTC(), nil
+}
+
+// micros is t as a sorted-set score: Unix microseconds, clamped to [0, 2^53] where a double
+// holds every integer exactly.
+func micros(t time.Time) string {
+	us := t.UnixMicro()
+	switch {
+	case t.Before(time.Unix(0, 0)):
+		us = 0
+	case us > 1<<53:
+		us = 1 << 53
+	}
+	return strconv.FormatInt(us, 10)
+}
+
+// listMember is an event's member in the state listings, which sort their members as bytes (all
+// scores are 0): the accept time as 16 hex digits of Unix nanoseconds (clamped as dedupe does),
+// then the ID. So a listing runs oldest accepted first, then by ID, and a Cursor is a member.
+func listMember(accepted time.Time, id string) string {
+	var ns uint64
+	switch {
+	case accepted.Before(time.Unix(0, 0)):
+	case accepted.After(time.Unix(0, math.MaxInt64)):
+		ns = math.MaxInt64
+	default:
+		ns = uint64(accepted.UnixNano())
+	}
+	return fmt.Sprintf("%016x", ns) + id
+}
+
+// encodeHeader lays the header out as the number of names, then each name (sorted) with its
+// number of values and the values, strings as a uvarint length and the bytes: header values
+// that are not UTF-8 come back as they arrived.
+func encodeHeader(h http.Header) string {
+	v := binary.AppendUvarint(nil, uint64(len(h)))
+	for _, name := range slices.Sorted(maps.Keys(h)) {
+		v = appendString(v, name)
+		v = binary.AppendUvarint(v, uint64(len(h[name])))
+		for _, value := range h[name] {
+			v = appendString(v, value)
+		}
+	}
+	return string(v)
+}
+
+func appendString(v []byte, s string) []byte {
+	return append(binary.AppendUvarint(v, uint64(len(s))), s...)
+}
+
+// decodeHeader is encodeHeader's inverse; no names (or no field) is a nil header.
+func decodeHeader(s string) (http.Header, error) {
+	if s == "" {
+		return nil, nil
+	}
+	r := reader{rest: s}
+	names := r.count()
+	if names == 0 {
+		return nil, r.err()
+	}
+	h := make(http.Header, min(names, 64))
+	for range names {
+		name := r.string()
+		n := r.count()
+		values := make([]string, 0, min(n, 16))
+		for range n {
+			values = append(values, r.string())
+		}
+		h[name] = values
+	}
+	return h, r.err()
+}
+
+// reader reads encodeHeader's fields; once one is cut short, every later read returns zero.
+type reader struct {
+	rest   string
+	failed bool
+}
+
+// count reads a number of items that follow, each at least one byte long, so a corrupt count
+// cannot size anything beyond what is left.
+func (r *reader) count() int {
+	n, w := binary.Uvarint([]byte(r.rest[:min(len(r.rest), binary.MaxVarintLen64)]))
+	if r.failed || w <= 0 || n > uint64(len(r.rest)-w) {
+		r.failed = true
+		return 0
+	}
+	r.rest = r.rest[w:]
+	return int(n)
+}
+
+func (r *reader) string() string {
+	n := r.count()
+	if r.failed {
+		return ""
+	}
+	s := r.rest[:n]
+	r.rest = r.rest[n:]
+	return s
+}
+
+func (r *reader) err() error {
+	if r.failed || r.rest != "" {
+		return fmt.Errorf("corrupt header of the event")
+	}
+	return nil
+}
+
+// storedSize is the size of ev's request as the Badger outbox stores it, so that both backends
+// refuse the same events with ErrTooLarge: 0 and a format byte, the version and the body's size
+// as varints, entity, method, URI and scheme, the header's names and values (strings with a
+// uvarint length), and the body.
+func storedSize(ev *dedupe.Event) int {
+	size := 2 + varintLen(ev.Version) + uvarintLen(uint64(len(ev.Body))) + len(ev.Body) + uvarintLen(uint64(len(ev.Header)))
+	for _, s := range []string{ev.Entity, ev.Method, ev.URI, ev.Scheme} {
+		size += stringLen(s)
+	}
+	for name, values := range ev.Header {
+		size += stringLen(name) + uvarintLen(uint64(len(values)))
+		for _, value := range values {
+			size += stringLen(value)
+		}
+	}
+	return size
+}
+
+func stringLen(s string) int { return uvarintLen(uint64(len(s))) + len(s) }
+
+func uvarintLen(n uint64) int { return len(binary.AppendUvarint(nil, n)) }
+
+func varintLen(n int64) int { return len(binary.AppendVarint(nil, n)) }

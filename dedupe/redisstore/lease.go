@@ -1,0 +1,80 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/hookgate/hookgate/dedupe"
+)
+
+// Bounds of one Lease call, so that one script never holds the server for long (Redis runs
+// one script at a time): it hands out at most leaseMax events and stops once it has handed out
+// leaseBytes of bodies (the first event always goes), and it examines at most leaseScan entries
+// more than it may hand out, of the due queue and of the entities whose holders lapsed.
+const (
+	leaseMax   = 1024
+	leaseScan  = 256
+	leaseBytes = 16 << 20
+)
+
+// Lease implements dedupe.Outbox in one script. It reads the namespace's due queue, a sorted
+// set scored by due time, from the earliest up to now, so its cost is what it hands out plus a
+// bounded number of entries it skips, never the size of the queue. Each event handed out gets
+// a new lease token (its hash's count of leases) and is due again at now+lease.
+//
+// One entity's events are delivered in order across nodes: the entity's lease holder (the event
+// last handed out, with its lease end) is kept in the namespace, and while it holds an unlapsed
+// lease (compared with now) no other event of the entity is handed out, in this batch or by
+// another node. Such an event is moved off the queue into the entity's waiting set, with its due
+// time, so it costs the scan nothing while it waits; the holder's Update (whatever its state)
+// or the lapse of its lease frees the entity and puts the earliest waiting event back on the
+// queue. Its NextAttempt is unchanged meanwhile.
+func (s *Store) Lease(ctx context.Context, namespace string, now time.Time, n int, lease time.Duration) ([]*dedupe.Event, error) {
+	if lease <= 0 {
+		return nil, fmt.Errorf("redisstore: lease: lease must be positive, got %v", lease)
+	}
+	t, err := s.tag(namespace)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: lease: %w", err)
+	}
+	if n <= 0 {
+		return nil, nil
+	}
+	n = min(n, leaseMax)
+	until := now.Add(lease)
+	res, err := leaseScript.Run(ctx, s.client, []string{t}, micros(now), strconv.Itoa(n), micros(until), nanos(until),
+		strconv.Itoa(n+leaseScan), strconv.Itoa(leaseBytes)).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: lease: %w", err)
+	}
+	out := make([]*dedupe.Event, 0, len(res))
+	for _, r := range res {
+		pairs, ok := r.([]any)
+		if !ok || len(pairs)%2 != 0 {
+			return nil, fmt.Errorf("redisstore: lease: unexpected reply %T from the script", r)
+		}
+		fields := make(map[string]string, len(pairs)/2)
+		for i := 0; i < len(pairs); i += 2 {
+			k, _ := pairs[i].(string)
+			v, _ := pairs[i+1].(string)
+			fields[k] = v
+		}
+		id := idOfMember(fields[fieldMember])
+		ev, err := decodeEvent(namespace, id, fields)
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: lease: %w", err)
+		}
+		out = append(out, ev)
+	}
+	return out, nil
+}
+
+// idOfMember is the event ID in a listing member (listMember).
+func idOfMember(member string) string {
+	if len(member) < 16 {
+		return ""
+	}
+	return member[16:]
+}

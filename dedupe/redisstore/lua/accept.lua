@@ -1,0 +1,31 @@
+-- Accept. ARGV: 1 event ID, 2 dedupe ttl ms, 3 claim's entity ('' for none), 4 its version,
+-- 5 version ttl ms (0: for good), 6 max pending (0: no bound), 7 due µs, 8 list member,
+-- 9 number k of dedupe key suffixes, 10..9+k the suffixes, then the event's field/value pairs.
+local id, ttl, entity, version, vttl, maxPending, due, member =
+  ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6]), ARGV[7], ARGV[8]
+local k = tonumber(ARGV[9])
+local ids = {}
+for i = 1, k do ids[i] = T .. ARGV[9 + i] end
+
+local out = dedupeOutcome(ids)
+if out then return out end
+local h = T .. 'e:' .. id
+if redis.call('EXISTS', h) == 1 then return 'duplicate' end
+local vk = T .. 'v:' .. entity
+if entity ~= '' and not newer(vk, version) then return 'stale' end
+if maxPending > 0 and redis.call('ZCARD', T .. 's:pending') >= maxPending then return 'full' end
+
+if entity ~= '' then
+  setversion(vk, version, vttl)
+  -- The delivered version expires with the accepted one.
+  local wk = T .. 'w:' .. entity
+  if tonumber(vttl) > 0 then redis.call('PEXPIRE', wk, vttl) else redis.call('PERSIST', wk) end
+end
+for _, dk in ipairs(ids) do redis.call('SET', dk, 'd', 'PX', ttl) end
+-- A reused ID accepted at the same instant as its expired predecessor has the same member.
+redis.call('ZREM', T .. 'x', member)
+for _, s in ipairs(FINAL) do redis.call('ZREM', T .. 's:' .. s, member) end
+redis.call('HSET', h, unpack(ARGV, 10 + k))
+redis.call('ZADD', T .. 'q', due, id)
+redis.call('ZADD', T .. 's:pending', 0, member)
+return 'claimed'

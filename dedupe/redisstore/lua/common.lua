@@ -1,0 +1,65 @@
+-- Prepended to every script. KEYS[1] is the namespace's key prefix "{prefix:namespace}:"; every
+-- key a script touches starts with it, so all of them live on one Cluster shard.
+local T = KEYS[1]
+local FINAL = {'delivered', 'dead', 'superseded'}
+
+-- cmpint compares two base-10 int64s given as canonical strings (as Go's FormatInt writes
+-- them): -1, 0 or 1. Lua's numbers are doubles, which cannot tell nanosecond versions apart.
+local function cmpint(a, b)
+  local na, nb = string.sub(a, 1, 1) == '-', string.sub(b, 1, 1) == '-'
+  if na ~= nb then
+    if na then return -1 end
+    return 1
+  end
+  if na then
+    a, b = string.sub(b, 2), string.sub(a, 2)
+  end
+  if a == b then return 0 end
+  if #a ~= #b then
+    if #a < #b then return -1 end
+    return 1
+  end
+  if a < b then return -1 end
+  return 1
+end
+
+-- newer says whether version is newer than the one stored at key k (none: it is).
+local function newer(k, version)
+  local stored = redis.call('GET', k)
+  return not stored or cmpint(version, stored) > 0
+end
+
+-- setversion writes version at k for ttl ms, or for good when ttl is 0.
+local function setversion(k, version, ttl)
+  if tonumber(ttl) > 0 then
+    redis.call('SET', k, version, 'PX', ttl)
+  else
+    redis.call('SET', k, version)
+  end
+end
+
+-- dedupeOutcome is what the dedupe keys hold: 'in-flight' if any is claimed, else 'duplicate' if
+-- any is done, else nil.
+local function dedupeOutcome(ids)
+  local done = false
+  for _, k in ipairs(ids) do
+    local v = redis.call('GET', k)
+    if v == 'c' then return 'in-flight' end
+    if v == 'd' then done = true end
+  end
+  if done then return 'duplicate' end
+  return nil
+end
+
+-- free ends the hold of the entity's lease holder and puts the entity's earliest blocked event
+-- back in the due queue at its own due time: it is next in line.
+local function free(entity)
+  redis.call('HDEL', T .. 'l', entity)
+  redis.call('ZREM', T .. 'L', entity)
+  local b = T .. 'b:' .. entity
+  local first = redis.call('ZRANGE', b, 0, 0, 'WITHSCORES')
+  if first[1] then
+    redis.call('ZREM', b, first[1])
+    redis.call('ZADD', T .. 'q', first[2], first[1])
+  end
+end

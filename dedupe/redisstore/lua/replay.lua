@@ -1,0 +1,13 @@
+-- Replay. ARGV: 1 event ID, 2 now ns, 3 now µs. Returns {'ok'}, {'not-found'} or {'not-dead', state}.
+local id = ARGV[1]
+local h = T .. 'e:' .. id
+local cur = redis.call('HMGET', h, 'st', 'lx')
+if not cur[1] then return {'not-found'} end
+if cur[1] ~= 'dead' then return {'not-dead', cur[1]} end
+redis.call('PERSIST', h)
+redis.call('HSET', h, 'st', 'pending', 'att', '0', 'nxt', ARGV[2], 'upd', ARGV[2])
+redis.call('ZREM', T .. 's:dead', cur[2])
+redis.call('ZREM', T .. 'x', cur[2])
+redis.call('ZADD', T .. 's:pending', 0, cur[2])
+redis.call('ZADD', T .. 'q', ARGV[3], id)
+return {'ok'}

@@ -1,0 +1,51 @@
+-- Update. ARGV: 1 event ID, 2 state, 3 lease token, 4 keep ms (final states), 5 due µs (Pending),
+-- then the field/value pairs to write. Returns {'ok'}, {'not-found'}, {'lease-lost', token} or
+-- {'final', state}.
+local id, state, token, keep, due = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local h = T .. 'e:' .. id
+local cur = redis.call('HMGET', h, 'st', 'tok', 'ent', 'ver', 'lx')
+if not cur[1] then return {'not-found'} end
+local tok = cur[2] or '0'
+if tok ~= token then return {'lease-lost', tok} end
+if cur[1] ~= 'pending' then return {'final', cur[1]} end
+local entity, version, member = cur[3] or '', cur[4] or '0', cur[5]
+
+redis.call('HSET', h, unpack(ARGV, 6))
+if entity ~= '' then
+  redis.call('ZREM', T .. 'b:' .. entity, id)
+  if redis.call('HGET', T .. 'l', entity) == id then free(entity) end
+end
+if state == 'pending' then
+  redis.call('ZADD', T .. 'q', due, id)
+  return {'ok'}
+end
+
+redis.call('ZREM', T .. 'q', id)
+redis.call('ZREM', T .. 's:pending', member)
+redis.call('ZADD', T .. 's:' .. state, 0, member)
+redis.call('HDEL', h, 'nxt')
+if state ~= 'dead' then redis.call('HDEL', h, 'hdr', 'body') end -- only a dead letter is replayed
+if state == 'delivered' and entity ~= '' then
+  local wk = T .. 'w:' .. entity
+  if newer(wk, version) then
+    -- It expires with the accepted version; once that has expired there is nothing to keep.
+    local ttl = redis.call('PTTL', T .. 'v:' .. entity)
+    if ttl == -1 then
+      redis.call('SET', wk, version)
+    elseif ttl > 0 then
+      redis.call('SET', wk, version, 'PX', ttl)
+    end
+  end
+end
+redis.call('PEXPIRE', h, keep)
+
+-- x holds the final events' list members by expiry; drop from the listings those that expired.
+local t = redis.call('TIME')
+local nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', T .. 'x', nowMs + tonumber(keep), member)
+local expired = redis.call('ZRANGEBYSCORE', T .. 'x', '-inf', nowMs, 'LIMIT', 0, 64)
+if #expired > 0 then
+  redis.call('ZREM', T .. 'x', unpack(expired))
+  for _, s in ipairs(FINAL) do redis.call('ZREM', T .. 's:' .. s, unpack(expired)) end
+end
+return {'ok'}

@@ -1,0 +1,122 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hookgate/hookgate/dedupe"
+)
+
+// listScan is how many members beyond the limit one List examines at most: members whose event
+// expired and that Update's trimming has not reached yet are dropped as it walks past them.
+const listScan = 1000
+
+// DeliveredVersion implements dedupe.Outbox with one GET.
+func (s *Store) DeliveredVersion(ctx context.Context, namespace, entity string) (int64, bool, error) {
+	t, err := s.tag(namespace)
+	if err != nil {
+		return 0, false, fmt.Errorf("redisstore: delivered version: %w", err)
+	}
+	v, err := s.client.Get(ctx, t+"w:"+entity).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("redisstore: delivered version: %w", err)
+	}
+	version, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("redisstore: delivered version: corrupt record: %w", err)
+	}
+	return version, true, nil
+}
+
+// Get implements dedupe.Outbox with one HGETALL; the error wraps dedupe.ErrNotFound for an
+// event that was never accepted or whose retention has passed.
+func (s *Store) Get(ctx context.Context, namespace, id string) (*dedupe.Event, error) {
+	t, err := s.tag(namespace)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: get: %w", err)
+	}
+	fields, err := s.client.HGetAll(ctx, t+"e:"+id).Result()
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: get: %w", err)
+	}
+	if len(fields) == 0 || id == "" {
+		return nil, fmt.Errorf("redisstore: get: %q: %w", id, dedupe.ErrNotFound)
+	}
+	ev, err := decodeEvent(namespace, id, fields)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: get: %w", err)
+	}
+	return ev, nil
+}
+
+// List implements dedupe.Outbox in one script, reading the state's listing, whose members sort
+// by accept time and then ID (listMember), from the cursor on. It leaves out the header and
+// body. A limit <= 0 returns nothing.
+func (s *Store) List(ctx context.Context, namespace string, state dedupe.State, after dedupe.Cursor, limit int) ([]*dedupe.Event, error) {
+	switch state {
+	case dedupe.Pending, dedupe.Delivered, dedupe.Dead, dedupe.Superseded:
+	default:
+		return nil, fmt.Errorf("redisstore: list: unknown state %q", state)
+	}
+	t, err := s.tag(namespace)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: list: %w", err)
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	start := "-"
+	switch {
+	case after.ID != "":
+		start = "(" + listMember(after.AcceptedAt, after.ID)
+	case !after.AcceptedAt.IsZero():
+		start = "[" + listMember(after.AcceptedAt, "")
+	}
+	args := []any{string(state), start, strconv.Itoa(limit), strconv.Itoa(limit + listScan)}
+	for _, f := range listFields {
+		args = append(args, f)
+	}
+	rows, err := listScript.Run(ctx, s.client, []string{t}, args...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: list: %w", err)
+	}
+	out := make([]*dedupe.Event, 0, len(rows))
+	for _, r := range rows {
+		values, ok := r.([]any)
+		if !ok || len(values) != 1+len(listFields) {
+			return nil, fmt.Errorf("redisstore: list: unexpected reply %T from the script", r)
+		}
+		id, _ := values[0].(string)
+		fields := make(map[string]string, len(listFields))
+		for i, f := range listFields {
+			fields[f], _ = values[1+i].(string)
+		}
+		ev, err := decodeEvent(namespace, id, fields)
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: list: %w", err)
+		}
+		out = append(out, ev)
+	}
+	return out, nil
+}
+
+// Pending is the namespace's backlog: its number of Pending events, being attempted or not,
+// exactly (the size of its Pending listing).
+func (s *Store) Pending(ctx context.Context, namespace string) (int, error) {
+	t, err := s.tag(namespace)
+	if err != nil {
+		return 0, fmt.Errorf("redisstore: pending: %w", err)
+	}
+	n, err := s.client.ZCard(ctx, t+"s:"+string(dedupe.Pending)).Result()
+	if err != nil {
+		return 0, fmt.Errorf("redisstore: pending: %w", err)
+	}
+	return int(n), nil
+}

@@ -1,0 +1,108 @@
+package redisstore
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hookgate/hookgate/dedupe"
+)
+
+// Store is a dedupe.Ledger and dedupe.Outbox kept in Redis, shared by every gateway node that
+// uses the same server (or Sentinel group, or Cluster) and prefix. Each operation is one round
+// trip, most of them one Lua script, so it is atomic across nodes; a write has been answered
+// by Redis when the call returns (how durable that is depends on the server's persistence, see
+// CheckPersistence).
+type Store struct {
+	client redis.UniversalClient
+	// escapedPrefix is the prefix as it appears in keys (see tag).
+	escapedPrefix string
+}
+
+// New returns a store over client; prefix "" means "hookgate". The store owns the client: Close
+// closes it.
+func New(client redis.UniversalClient, prefix string) *Store {
+	if prefix == "" {
+		prefix = "hookgate"
+	}
+	return &Store{client: client, escapedPrefix: escape(prefix, ":{}")}
+}
+
+// Close implements dedupe.Ledger: it closes the client.
+func (s *Store) Close() error {
+	if err := s.client.Close(); err != nil {
+		return fmt.Errorf("redisstore: close: %w", err)
+	}
+	return nil
+}
+
+var errNamespaceNUL = errors.New("namespace contains a NUL byte")
+
+// tag is the key prefix of every key of namespace: "{PREFIX:NAMESPACE}:", whose braces make it
+// the Cluster hash tag. The prefix is escaped of ':', '{', '}' and '%', the namespace of '{',
+// '}' and '%' (as %XX), so that the tag is exactly the part in braces and a key names its
+// namespace unambiguously.
+func (s *Store) tag(namespace string) (string, error) {
+	if strings.IndexByte(namespace, 0) >= 0 {
+		return "", fmt.Errorf("%w: %q", errNamespaceNUL, namespace)
+	}
+	return "{" + s.escapedPrefix + ":" + escape(namespace, "{}") + "}:", nil
+}
+
+// namespaceOf is the namespace of a key made by tag, and whether it is one.
+func (s *Store) namespaceOf(key, suffix string) (string, bool) {
+	head := "{" + s.escapedPrefix + ":"
+	tail := "}:" + suffix
+	if !strings.HasPrefix(key, head) || !strings.HasSuffix(key, tail) || len(key) < len(head)+len(tail) {
+		return "", false
+	}
+	ns := key[len(head) : len(key)-len(tail)]
+	if strings.ContainsAny(ns, "{}") {
+		return "", false
+	}
+	return unescape(ns), true
+}
+
+// escape writes each byte of s found in special, and '%', as %XX.
+func escape(s, special string) string {
+	special += "%"
+	if !strings.ContainsAny(s, special) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte(special, s[i]) >= 0 {
+			fmt.Fprintf(&b, "%%%02X", s[i])
+		} else {
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String()
+}
+
+// unescape is escape's inverse.
+func unescape(s string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) {
+			if c, err := strconv.ParseUint(s[i+1:i+3], 16, 8); err == nil {
+				b.WriteByte(byte(c))
+				i += 2
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+var (
+	_ dedupe.Ledger = (*Store)(nil)
+	_ dedupe.Outbox = (*Store)(nil)
+)
