@@ -14,9 +14,9 @@
 //	T q                zset: Pending events due for Lease, by due time (µs)
 //	T s:<state>        zset: each state's events for List, all scored 0, member <16 hex accept ns><id>
 //	T x                zset: final events' listing members by expiry (ms), trimmed by Update
-//	T l                hash: entity → the event holding the entity's lease
-//	T L                zset: entity → that lease's end (µs)
-//	T b:<entity>       zset: events of the entity waiting while another holds it, by due time (µs)
+//	T o:<entity>       set: the entity's holders, its events one Lease handed out and not yet updated
+//	T L                zset: entity → its holders' lease end (µs)
+//	T b:<entity>       zset: events of the entity waiting while others hold it, by due time (µs)
 //
 // Each operation is one round trip: Claim, Done, Release, Accept, Lease, Update, Replay and List
 // are a Lua script each (lua/), run as EVALSHA (EVAL once when the server lacks it); Get is an
@@ -25,8 +25,9 @@
 // contract speaks of real time: claims, dedupe windows, versions, keep.
 //
 // Leases are fenced by the event hash's count of leases ("tok"), which each Lease increments
-// and Update must be given back. One entity's events go out one at a time across nodes: Lease
-// records the event it hands out as the entity's holder (T l, T L) and parks any other due
-// event of the entity in T b:<entity> until the holder's Update or the lapse of its lease frees
-// the entity and puts the earliest parked event back on the queue.
+// and Update must be given back. One entity's events are never out on two nodes at once: the
+// events of an entity that one Lease hands out (one node's deliverer then sends them one at a
+// time, newest first) become its holders (T o, T L), and any other due event of the entity is
+// parked in T b:<entity>, off the queue, until the holders' Updates or the lapse of their
+// lease free the entity and put the earliest parked events back on the queue.
 package redisstore

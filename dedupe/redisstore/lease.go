@@ -24,13 +24,14 @@ const (
 // bounded number of entries it skips, never the size of the queue. Each event handed out gets
 // a new lease token (its hash's count of leases) and is due again at now+lease.
 //
-// One entity's events are delivered in order across nodes: the entity's lease holder (the event
-// last handed out, with its lease end) is kept in the namespace, and while it holds an unlapsed
-// lease (compared with now) no other event of the entity is handed out, in this batch or by
-// another node. Such an event is moved off the queue into the entity's waiting set, with its due
-// time, so it costs the scan nothing while it waits; the holder's Update (whatever its state)
-// or the lapse of its lease frees the entity and puts the earliest waiting event back on the
-// queue. Its NextAttempt is unchanged meanwhile.
+// One entity's events are never out on two nodes at once, so they reach the upstream in order
+// across nodes. The events of an entity that one call hands out (the caller's deliverer sends
+// them one at a time, newest first, as with Badger) become the entity's holders, with their
+// lease end; while their lease is live (compared with now) no later call hands out another
+// event of the entity, on this node or another. Such an event is moved off the queue into the
+// entity's waiting set, with its due time, so it costs later scans nothing while it waits;
+// once every holder is updated (whatever its state), or their lease lapses, the entity is free
+// and its earliest waiting events go back on the queue. Their NextAttempt is unchanged meanwhile.
 func (s *Store) Lease(ctx context.Context, namespace string, now time.Time, n int, lease time.Duration) ([]*dedupe.Event, error) {
 	if lease <= 0 {
 		return nil, fmt.Errorf("redisstore: lease: lease must be positive, got %v", lease)

@@ -51,15 +51,16 @@ local function dedupeOutcome(ids)
   return nil
 end
 
--- free ends the hold of the entity's lease holder and puts the entity's earliest blocked event
--- back in the due queue at its own due time: it is next in line.
+-- free ends the hold of the entity's lease holders (the events one Lease handed out) and puts
+-- the entity's earliest waiting events back in the due queue at their own due times, where the
+-- next Lease finds them in order.
 local function free(entity)
-  redis.call('HDEL', T .. 'l', entity)
+  redis.call('DEL', T .. 'o:' .. entity)
   redis.call('ZREM', T .. 'L', entity)
   local b = T .. 'b:' .. entity
-  local first = redis.call('ZRANGE', b, 0, 0, 'WITHSCORES')
-  if first[1] then
-    redis.call('ZREM', b, first[1])
-    redis.call('ZADD', T .. 'q', first[2], first[1])
+  local first = redis.call('ZRANGE', b, 0, 63, 'WITHSCORES')
+  for i = 1, #first, 2 do
+    redis.call('ZADD', T .. 'q', first[i + 1], first[i])
   end
+  if #first > 0 then redis.call('ZREMRANGEBYRANK', b, 0, math.floor(#first / 2) - 1) end
 end

@@ -10,7 +10,7 @@ for _, entity in ipairs(redis.call('ZRANGEBYSCORE', T .. 'L', '-inf', ARGV[1], '
 end
 
 local due = redis.call('ZRANGEBYSCORE', q, '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, budget)
-local out, bytes = {}, 0
+local out, bytes, mine = {}, 0, {}
 for i = 1, #due, 2 do
   if #out >= n or bytes >= maxBytes then break end
   local id, score = due[i], due[i + 1]
@@ -21,24 +21,28 @@ for i = 1, #due, 2 do
   else
     local entity = cur[2] or ''
     local held = false
-    if entity ~= '' then
-      local holder = redis.call('HGET', T .. 'l', entity)
+    if entity ~= '' and not mine[entity] then
       local ends = redis.call('ZSCORE', T .. 'L', entity)
-      held = holder and holder ~= id and ends and tonumber(ends) > now
+      held = ends and tonumber(ends) > now
     end
     if held then
-      -- Another event of the entity is out on a live lease: this one waits, off the queue, until
-      -- that holder's Update or lapse frees the entity (free).
+      -- Events of the entity are out on a live lease, handed out by an earlier call: this one
+      -- waits, off the queue, until their Updates or the lapse of their lease free the entity.
       redis.call('ZREM', q, id)
       redis.call('ZADD', T .. 'b:' .. entity, score, id)
     else
+      if entity ~= '' then
+        local o = T .. 'o:' .. entity
+        if not mine[entity] then
+          redis.call('DEL', o) -- holders whose lease lapsed
+          redis.call('ZADD', T .. 'L', untilUs, entity)
+          mine[entity] = true
+        end
+        redis.call('SADD', o, id)
+      end
       redis.call('HINCRBY', h, 'tok', 1)
       redis.call('HSET', h, 'nxt', untilNs)
       redis.call('ZADD', q, untilUs, id)
-      if entity ~= '' then
-        redis.call('HSET', T .. 'l', entity, id)
-        redis.call('ZADD', T .. 'L', untilUs, entity)
-      end
       out[#out + 1] = redis.call('HGETALL', h)
       bytes = bytes + tonumber(cur[3] or '0')
     end

@@ -13,7 +13,8 @@ local entity, version, member = cur[3] or '', cur[4] or '0', cur[5]
 redis.call('HSET', h, unpack(ARGV, 6))
 if entity ~= '' then
   redis.call('ZREM', T .. 'b:' .. entity, id)
-  if redis.call('HGET', T .. 'l', entity) == id then free(entity) end
+  local o = T .. 'o:' .. entity
+  if redis.call('SREM', o, id) == 1 and redis.call('SCARD', o) == 0 then free(entity) end
 end
 if state == 'pending' then
   redis.call('ZADD', T .. 'q', due, id)

@@ -1,0 +1,162 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddytest"
+
+	"github.com/hookgate/hookgate/internal/redistest"
+)
+
+// The admin test's redis-server lets hookgate in only as the ACL user testRedisUser with
+// testRedisPassword, given to Caddy as {env.HOOKGATE_TEST_REDIS_PASSWORD}; its default user may
+// only PING (as redistest does to see the server up). (Redis 7.0 replays the scripts' writes
+// from its append-only file as the default user: restricted so, it loses them at a restart, so
+// the outage test's server has no ACL.)
+const (
+	testRedisUser     = "gate"
+	testRedisPassword = "redis-pw-7f3c9a1e5d"
+)
+
+// startRedisWithPassword starts a durable redis-server that requires testRedisPassword.
+func startRedisWithPassword(t *testing.T) *redistest.Server {
+	t.Helper()
+	t.Setenv("HOOKGATE_TEST_REDIS_PASSWORD", testRedisPassword)
+	return startRedis(t, append([]string{
+		"user default on nopass resetkeys resetchannels -@all +ping",
+		"user " + testRedisUser + " on >" + testRedisPassword + " ~* &* +@all",
+	}, redistest.Durable...)...)
+}
+
+// withPassword is the storage block lines that log in to startRedisWithPassword's server.
+var withPassword = []string{"username " + testRedisUser, "password {env.HOOKGATE_TEST_REDIS_PASSWORD}"}
+
+// onRedis turns a gatewayConfig's Badger storage into the Redis server at addr, with the given
+// storage block lines, and adds a site without hookgate, which must keep answering whatever
+// Redis does.
+func onRedis(cfg, addr string, storageLines ...string) string {
+	cfg = strings.Replace(cfg, "storage badger "+storageDir, fmt.Sprintf(`storage redis redis://%s {
+			prefix hookgate-test
+			%s
+		}`, addr, strings.Join(storageLines, "\n\t\t\t")), 1)
+	return cfg + "http://127.0.0.1:9080 {\n\tbind 127.0.0.1\n\trespond \"other site\" 200\n}\n"
+}
+
+func startRedisAsyncGateway(t *testing.T, name, redisAddr string, storageLines []string, forwardTo string) *caddytest.Tester {
+	t.Helper()
+	tester := caddytest.NewTester(t)
+	tester.InitServer(onRedis(gatewayConfig(name, unusedUpstream, asyncRoute(forwardTo)), redisAddr, storageLines...), "caddyfile")
+	return tester
+}
+
+// With Redis down, a route on it answers 503 with Retry-After and the reason at once, the other
+// site goes on answering, and once Redis is back the route accepts again and the deliverer
+// delivers, what was queued before the outage included, without a reload.
+func TestRedisDownAnswers503ThenRecovers(t *testing.T) {
+	srv := startRedis(t, redistest.Durable...)
+	up := newUpstream(t)
+	up.status.Store(http.StatusServiceUnavailable) // the first event stays queued through the outage
+	tester := caddytest.NewTester(t)
+	tester.InitServer(onRedis(gatewayConfig("redisdown", unusedUpstream, fmt.Sprintf(`forward http://%s {
+			backoff 5s
+			jitter  none
+			timeout 2s
+		}`, up.Listener.Addr())), srv.Addr), "caddyfile")
+	queued := newEvent(t, "evt_rd_queued", "obj_rd_1", 1)
+	expectReply(t, "before the outage", send(t, tester.Client, queued), http.StatusAccepted, "")
+	waitFor(t, "a first failed attempt, recorded", 10*time.Second, func() bool {
+		status, body := admin(t, http.MethodGet, "/hookgate/events/redisdown/"+queued.id)
+		var view eventView
+		return status == http.StatusOK && json.Unmarshal([]byte(body), &view) == nil && view.Attempts == 1 && view.LastStatus == http.StatusServiceUnavailable
+	})
+
+	srv.Stop()
+	during := newEvent(t, "evt_rd_during", "obj_rd_2", 1)
+	for range 10 {
+		began := time.Now()
+		got := send(t, tester.Client, during)
+		took := time.Since(began)
+		expectReply(t, "with Redis down", got, http.StatusServiceUnavailable, "the shared ledger (Redis) is unavailable")
+		if got.header.Get("Retry-After") == "" {
+			t.Fatal("503 without Retry-After")
+		}
+		if took > defaultRedisReadTimeout {
+			t.Fatalf("the 503 took %v, longer than the Redis read timeout %v", took, defaultRedisReadTimeout)
+		}
+	}
+	resp, err := tester.Client.Get("http://127.0.0.1:9080/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "other site" {
+		t.Fatalf("the other site with Redis down: %d %q", resp.StatusCode, body)
+	}
+
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	up.status.Store(http.StatusOK)
+	waitFor(t, "a 202 once Redis is back", 15*time.Second, func() bool {
+		return send(t, tester.Client, during).status == http.StatusAccepted
+	})
+	waitFor(t, "both events delivered", 50*time.Second, func() bool {
+		return up.count(during.id) == 1 && up.count(queued.id) > 0 && deliveredState(t, "redisdown", queued.id)
+	})
+}
+
+// deliveredState reports whether the admin API shows the event delivered.
+func deliveredState(t *testing.T, route, id string) bool {
+	status, body := admin(t, http.MethodGet, "/hookgate/events/"+route+"/"+id)
+	var view eventView
+	return status == http.StatusOK && json.Unmarshal([]byte(body), &view) == nil && view.State == "delivered"
+}
+
+// The admin API and the `caddy hookgate` CLI work on a route whose ledger is in Redis, and the
+// running config shows the password's placeholder, never the password.
+func TestRedisRouteAdminAPIAndCLI(t *testing.T) {
+	srv := startRedisWithPassword(t)
+	up := newUpstream(t)
+	up.status.Store(http.StatusNotFound) // dead at once: a dead letter to show and replay
+	tester := startRedisAsyncGateway(t, "redisadmin", srv.Addr, withPassword, up.Listener.Addr().String())
+
+	status, cfg := admin(t, http.MethodGet, "/config/")
+	if status != http.StatusOK || !strings.Contains(cfg, "{env.HOOKGATE_TEST_REDIS_PASSWORD}") || strings.Contains(cfg, testRedisPassword) {
+		t.Fatalf("/config/ (%d) must show the placeholder and not the password:\n%s", status, cfg)
+	}
+
+	ev := newEvent(t, "evt_ra_1", "obj_ra", 1)
+	expectReply(t, "accepted", send(t, tester.Client, ev), http.StatusAccepted, "")
+	waitFor(t, "the dead letter listed", 10*time.Second, func() bool {
+		return strings.Contains(hookgateCLI(t, "events", "redisadmin", "--state", "dead"), `"id": "evt_ra_1"`)
+	})
+	var view eventView
+	if err := json.Unmarshal([]byte(hookgateCLI(t, "show", "redisadmin", ev.id)), &view); err != nil || view.State != "dead" || view.LastStatus != http.StatusNotFound {
+		t.Fatalf("show: %+v, %v", view, err)
+	}
+	if out := hookgateCLI(t, "status", "redisadmin"); !strings.Contains(out, `"backlog": 0`) {
+		t.Fatalf("status: %s", out)
+	}
+
+	up.status.Store(http.StatusOK)
+	if out := hookgateCLI(t, "replay", "redisadmin"); !strings.Contains(out, `"replayed": 1`) {
+		t.Fatalf("replay: %s", out)
+	}
+	waitFor(t, "delivery after the replay", 10*time.Second, func() bool { return deliveredState(t, "redisadmin", ev.id) })
+	if n := up.count(ev.id); n != 2 {
+		t.Fatalf("the upstream got the event %d times, want 2 (dead, then replayed)", n)
+	}
+	expectReply(t, "the provider's retry", send(t, tester.Client, ev), http.StatusOK, `"duplicate":true`)
+
+	srv.Stop()
+	if status, body := admin(t, http.MethodGet, "/hookgate/events/redisadmin/"+ev.id); status != http.StatusServiceUnavailable {
+		t.Fatalf("the admin API with Redis down: %d %s, want 503", status, body)
+	}
+}

@@ -1,0 +1,44 @@
+package redisstore
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hookgate/hookgate/dedupe/ledgertest"
+	"github.com/hookgate/hookgate/internal/redistest"
+)
+
+// backend is the conformance suite's view of stores over newClient: each test gets its own
+// prefix, and OpenNodes gives n stores over n clients sharing it.
+func backend(newClient func() redis.UniversalClient) ledgertest.Backend {
+	return ledgertest.Backend{
+		Open: func(t *testing.T) ledgertest.Store { return New(newClient(), newPrefix()) },
+		OpenNodes: func(t *testing.T, n int) []ledgertest.Store {
+			prefix := newPrefix()
+			nodes := make([]ledgertest.Store, n)
+			for i := range nodes {
+				nodes[i] = New(newClient(), prefix)
+			}
+			return nodes
+		},
+	}
+}
+
+func TestConformance(t *testing.T) {
+	ledgertest.Run(t, backend(func() redis.UniversalClient {
+		return redis.NewClient(&redis.Options{Addr: server.Addr})
+	}))
+}
+
+func TestConformanceOnACluster(t *testing.T) {
+	cluster, err := redistest.StartCluster(filepath.Join(t.TempDir(), "cluster"), 3, redistest.Durable...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Stop)
+	ledgertest.Run(t, backend(func() redis.UniversalClient {
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs()})
+	}))
+}
