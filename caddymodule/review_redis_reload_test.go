@@ -1,0 +1,49 @@
+package caddymodule
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddytest"
+
+	"github.com/hookgate/hookgate/internal/redistest"
+)
+
+// A password rotation: Redis gets the new password (the old one removed), the operator puts
+// it where {env.*} reads it and reloads Caddy. After the reload the route must log in with the
+// new password: once its connections are dropped (a Redis restart, an idle timeout, a
+// failover), every new connection must authenticate, and with the old password it cannot.
+func TestReviewRedisReloadAppliesRotatedPassword(t *testing.T) {
+	srv := startRedis(t, append([]string{
+		"user gate on >old-pw-1b7e ~* &* +@all",
+	}, redistest.Durable...)...)
+	t.Setenv("REVIEW_REDIS_PW", "old-pw-1b7e")
+	up := newUpstream(t)
+	cfg := func(workers int) string {
+		return onRedis(gatewayConfig("reviewrotate", unusedUpstream,
+			asyncRoute(up.Listener.Addr().String(), fmt.Sprintf("workers %d", workers))),
+			srv.Addr, "username gate", "password {env.REVIEW_REDIS_PW}")
+	}
+	tester := caddytest.NewTester(t)
+	tester.InitServer(cfg(1), "caddyfile")
+	expectReply(t, "before the rotation", send(t, tester.Client, newEvent(t, "evt_rot_1", "obj_rot", 1)), http.StatusAccepted, "")
+
+	// Rotate: Redis now knows only the new password; Caddy reloads with it.
+	if out, err := srv.Command("ACL", "SETUSER", "gate", "resetpass", ">new-pw-9c2d"); err != nil || out != "OK" {
+		t.Fatalf("ACL SETUSER: %q %v", out, err)
+	}
+	t.Setenv("REVIEW_REDIS_PW", "new-pw-9c2d")
+	tester.InitServer(cfg(2), "caddyfile") // a real reload (the config changed), with the new password
+	// The connections authenticated before the rotation go away, as at a Redis restart.
+	if _, err := srv.Command("CLIENT", "KILL", "USER", "gate"); err != nil {
+		t.Fatal(err)
+	}
+
+	got := send(t, tester.Client, newEvent(t, "evt_rot_2", "obj_rot", 2))
+	if got.status != http.StatusAccepted {
+		acl, _ := srv.Command("ACL", "LOG", "1")
+		t.Fatalf("after a reload with the rotated password: %d %s\n(Redis's ACL log: %s)", got.status, strings.TrimSpace(got.body), acl)
+	}
+}
