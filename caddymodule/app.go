@@ -32,7 +32,7 @@ type App struct {
 	bodyBudget int64 // BodyBudget or its default
 }
 
-// routeKey identifies a route's data: its store's identity (storeTarget.key) and its name within it.
+// routeKey identifies a route: its store's pool key (storeTarget.key) and its name within it.
 type routeKey struct{ store, name string }
 
 type appRoute struct {
@@ -57,18 +57,22 @@ func (a *App) Provision(ctx caddy.Context) error {
 	return a.provisionBodyBudget()
 }
 
-// register records a route; two routes may not share a name in one store, or their event IDs
-// would silently collide, nor set different min_free for it, since it has one watermark.
+// register records a route; two routes may not share a name in one store's scope, or their
+// event IDs would silently collide, nor set different min_free for it, since it has one
+// watermark.
 func (a *App) register(key routeKey, store *pooledLedger, delivery *deliver.Config, minFree uint64) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if _, dup := a.routes[key]; dup {
-		return fmt.Errorf("hookgate: two routes named %q share the store %s: give each its own `name`", key.name, key.store)
-	}
 	for other, r := range a.routes {
-		if other.store == key.store && r.minFree != minFree {
+		if r.store.scope != store.scope {
+			continue
+		}
+		if other.name == key.name {
+			return fmt.Errorf("hookgate: two routes named %q share the store %s: give each its own `name`", key.name, store.name)
+		}
+		if r.minFree != minFree {
 			return fmt.Errorf("hookgate: routes %q and %q share the store %s but set different min_free (%s and %s): set the same on both",
-				other.name, key.name, key.store, humanize.IBytes(r.minFree), humanize.IBytes(minFree))
+				other.name, key.name, store.name, humanize.IBytes(r.minFree), humanize.IBytes(minFree))
 		}
 	}
 	a.routes[key] = &appRoute{store: store, delivery: delivery, minFree: minFree}

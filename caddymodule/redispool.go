@@ -27,7 +27,7 @@ const persistenceCheckTimeout = 10 * time.Second
 
 func newRedisPool(target storeTarget) *pooledLedger {
 	quietRedisLog.Do(func() { redis.SetLogger(redisDebugLog{caddy.Log().Named("hookgate.redis")}) })
-	return &pooledLedger{key: target.key, redis: target.redis, logger: caddy.Log().Named("hookgate")}
+	return &pooledLedger{key: target.key, scope: target.scope, name: target.name, redis: target.redis, logger: caddy.Log().Named("hookgate")}
 }
 
 // quietRedisLog turns go-redis's own log lines, one per failed dial to stderr, into Caddy's
@@ -45,7 +45,7 @@ func (l redisDebugLog) Printf(_ context.Context, format string, v ...any) {
 func (p *pooledLedger) openRedis() store {
 	if p.ledger == nil {
 		client := redis.NewUniversalClient(p.redis.options)
-		l := &redisLedger{Store: redisstore.New(client, p.redis.prefix), key: p.key, logger: p.logger}
+		l := &redisLedger{Store: redisstore.New(client, p.redis.prefix), name: p.name, logger: p.logger}
 		p.ledger = l
 		l.checkPersistence()
 	}
@@ -58,7 +58,7 @@ func (p *pooledLedger) openRedis() store {
 // INFO. Errors of the ledger's contract (dedupe.ErrNotFound…) pass through as they are.
 type redisLedger struct {
 	*redisstore.Store
-	key    string
+	name   string // the store in logs (storeTarget.name)
 	logger *zap.Logger
 	down   atomic.Bool
 	// persistence is persistenceUnchecked until CheckPersistence has answered once.
@@ -79,12 +79,12 @@ func (r *redisLedger) observe(ctx context.Context, err error) error {
 	case err != nil && redisUnreachable(err):
 		if r.down.CompareAndSwap(false, true) {
 			r.logger.Error("the shared ledger (Redis) is unavailable: hookgate routes on it answer 503 until it is back",
-				zap.String("store", r.key), zap.Error(err))
+				zap.String("store", r.name), zap.Error(err))
 		}
 		return errRedisDown
 	}
 	if r.down.CompareAndSwap(true, false) {
-		r.logger.Info("the shared ledger (Redis) is back: hookgate routes on it accept events again", zap.String("store", r.key))
+		r.logger.Info("the shared ledger (Redis) is back: hookgate routes on it accept events again", zap.String("store", r.name))
 		r.checkPersistence() // if Redis was down when first used
 	}
 	return err
@@ -124,11 +124,11 @@ func (r *redisLedger) checkPersistence() {
 		switch {
 		case err != nil:
 			r.logger.Warn("could not read Redis's persistence settings; make sure it runs with appendonly yes and appendfsync always, or an acknowledged event can be lost when Redis restarts",
-				zap.String("store", r.key), zap.Error(err))
+				zap.String("store", r.name), zap.Error(err))
 		case warning != "":
-			r.logger.Warn(warning, zap.String("store", r.key))
+			r.logger.Warn(warning, zap.String("store", r.name))
 		default:
-			r.logger.Info("Redis writes every event to disk before it answers (appendonly yes, appendfsync always)", zap.String("store", r.key))
+			r.logger.Info("Redis writes every event to disk before it answers (appendonly yes, appendfsync always)", zap.String("store", r.name))
 		}
 	}()
 }

@@ -47,3 +47,30 @@ func TestReviewRedisReloadAppliesRotatedPassword(t *testing.T) {
 		t.Fatalf("after a reload with the rotated password: %d %s\n(Redis's ACL log: %s)", got.status, strings.TrimSpace(got.body), acl)
 	}
 }
+
+// Two routes of one name on one Redis store mix their events, whatever their client settings
+// (which give each its own client): the config is refused. Another prefix is another store.
+func TestReviewRedisSameRouteNameRefusedWhateverTheClientSettings(t *testing.T) {
+	route := func(port int, name, storage string) string {
+		return fmt.Sprintf(`http://localhost:%d {
+	hookgate /hooks/* {
+		preset  standard
+		secret  {env.HOOKGATE_TEST_SECRET}
+		name    %s
+		storage redis redis://127.0.0.1:1 {
+			%s
+		}
+	}
+	respond 200
+}
+`, port, name, storage)
+	}
+	global := "{\n\tskip_install_trust\n\tadmin off\n}\n"
+	err := validateCaddyfile(t, global+route(9181, "dup", "read_timeout 1s")+route(9182, "dup", "read_timeout 3s"))
+	if err == nil || !strings.Contains(err.Error(), `two routes named "dup"`) {
+		t.Fatalf("two routes named dup on one Redis store, other timeouts: %v", err)
+	}
+	if err := validateCaddyfile(t, global+route(9181, "dup", "prefix a")+route(9182, "dup", "prefix b")); err != nil {
+		t.Fatalf("one name on two prefixes: %v", err)
+	}
+}

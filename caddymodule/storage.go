@@ -1,7 +1,11 @@
 package caddymodule
 
 import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -79,9 +83,15 @@ const (
 
 // storeTarget is where a route's ledger lives: a Badger directory, or a Redis store.
 type storeTarget struct {
-	// key is the store's identity, the pool's key and the routes' namespace scope: Badger's
-	// absolute directory, or Redis's addresses, db, user and prefix (never the password).
+	// key is the pool's key: Badger's absolute directory, or for Redis its scope and a
+	// fingerprint of every client setting (password, TLS, timeouts…), so that a reload changing
+	// one gets a client with the new settings. It is never logged.
 	key string
+	// scope is the data the routes' names share: Badger's directory, or Redis's addresses, db,
+	// user and prefix; two routes of one name in one scope would mix their events.
+	scope string
+	// name is how logs and errors name the store: scope without Redis's user.
+	name string
 	// dir is Badger's directory; "" for Redis.
 	dir string
 	// redis is how to reach the Redis store; nil for Badger.
@@ -94,7 +104,9 @@ type redisTarget struct {
 	prefix  string
 }
 
-func badgerTarget(dir string) storeTarget { return storeTarget{key: dir, dir: dir} }
+func badgerTarget(dir string) storeTarget {
+	return storeTarget{key: dir, scope: dir, name: dir, dir: dir}
+}
 
 // storeTarget resolves the route's storage.
 func (h *Handler) storeTarget() (storeTarget, error) {
@@ -118,7 +130,7 @@ func (h *Handler) storeTarget() (storeTarget, error) {
 		if err != nil {
 			return storeTarget{}, fmt.Errorf("hookgate: storage redis: %w", err)
 		}
-		return storeTarget{key: rt.identity(), redis: rt}, nil
+		return storeTarget{key: rt.identity(true) + " client " + rt.fingerprint(), scope: rt.identity(true), name: rt.identity(false), redis: rt}, nil
 	}
 	return storeTarget{}, fmt.Errorf("hookgate: unknown storage backend %q (badger or redis)", st.Backend)
 }
@@ -259,13 +271,14 @@ func isPlaceholder(s string) bool {
 }
 
 // identity names the Redis store the routes share: the same addresses, db, user and prefix are
-// one ledger, whatever the order of the URLs. It never holds the password.
-func (rt *redisTarget) identity() string {
+// one ledger, whatever the order of the URLs. It never holds the password; withUser false
+// leaves out the user too (it may come from a secret), for logs.
+func (rt *redisTarget) identity(withUser bool) string {
 	o := rt.options
 	addrs := slices.Clone(o.Addrs)
 	slices.Sort(addrs)
 	user := ""
-	if o.Username != "" {
+	if o.Username != "" && withUser {
 		user = url.User(o.Username).String() + "@"
 	}
 	id := fmt.Sprintf("redis://%s%s/%d prefix %s", user, strings.Join(addrs, ","), o.DB, rt.prefix)
@@ -274,6 +287,25 @@ func (rt *redisTarget) identity() string {
 	}
 	return id
 }
+
+// fingerprint sums the client's settings that identity leaves out, the password among them,
+// keyed with a secret of this process so that it says nothing of the password.
+func (rt *redisTarget) fingerprint() string {
+	o := rt.options
+	mac := hmac.New(sha256.New, fingerprintKey)
+	fmt.Fprintf(mac, "%q %q %v %v %v %v %v", o.Password, o.SentinelPassword, o.TLSConfig != nil,
+		o.IsClusterMode, o.DialTimeout, o.ReadTimeout, o.WriteTimeout)
+	return hex.EncodeToString(mac.Sum(nil)[:12])
+}
+
+// fingerprintKey keys fingerprint, drawn once per process.
+var fingerprintKey = func() []byte {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		panic(err)
+	}
+	return key
+}()
 
 func durationOr(d caddy.Duration, def time.Duration) time.Duration {
 	if d == 0 {

@@ -144,8 +144,11 @@ func TestRedisStorageOptions(t *testing.T) {
 	if o.DialTimeout != defaultRedisDialTimeout || o.ReadTimeout != defaultRedisReadTimeout || o.WriteTimeout != defaultRedisWriteTimeout || o.MaxRetries != redisMaxRetries {
 		t.Fatalf("timeouts %v %v %v, retries %d", o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetries)
 	}
-	if target.key != "redis://ops@10.0.0.2:7000/5 prefix hookgate" || target.redis.prefix != "hookgate" {
-		t.Fatalf("identity %q, prefix %q", target.key, target.redis.prefix)
+	if target.scope != "redis://ops@10.0.0.2:7000/5 prefix hookgate" || target.name != "redis://10.0.0.2:7000/5 prefix hookgate" || target.redis.prefix != "hookgate" {
+		t.Fatalf("scope %q, name %q, prefix %q", target.scope, target.name, target.redis.prefix)
+	}
+	if strings.Contains(target.key, "pw-options") {
+		t.Fatalf("the pool key shows the password: %q", target.key)
 	}
 
 	// The seeds' order does not make another store; another prefix does.

@@ -14,8 +14,8 @@ import (
 	"github.com/hookgate/hookgate/dedupe"
 )
 
-// ledgers holds one open store per store identity (storeTarget.key: Badger's absolute directory,
-// or Redis's addresses, db, user and prefix) across config reloads: Caddy provisions the new config
+// ledgers holds one open store per storeTarget.key (Badger's absolute directory, or Redis's
+// addresses, db, user, prefix and client settings) across config reloads: Caddy provisions the new config
 // before cleaning up the old one, and Badger locks its directory, so the two configs must share
 // one handle rather than each open their own; a Redis store's configs share one client.
 var ledgers = caddy.NewUsagePool()
@@ -37,7 +37,9 @@ const reopenDelay = 2 * time.Second
 // A Redis store (redispool.go) has neither: it is opened once, and while Redis cannot be reached
 // its calls fail with errRedisDown until it answers again.
 type pooledLedger struct {
-	key    string         // the pool's key: the store's identity
+	key    string         // the pool's key (storeTarget.key); never logged
+	scope  string         // the data the routes' names share (storeTarget.scope)
+	name   string         // the store in logs and errors (storeTarget.name)
 	dir    string         // Badger's directory; "" for Redis
 	disk   *diskWatermark // Badger only; nil (never low) for Redis
 	redis  *redisTarget   // Redis only
@@ -109,14 +111,14 @@ func acquireLedger(target storeTarget, minFree uint64) (*pooledLedger, error) {
 		return newPooledLedger(target.dir, minFree), nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("hookgate: ledger %s: %w", target.key, err)
+		return nil, fmt.Errorf("hookgate: ledger %s: %w", target.name, err)
 	}
 	return val.(*pooledLedger), nil
 }
 
 func newPooledLedger(dir string, minFree uint64) *pooledLedger {
 	logger := caddy.Log().Named("hookgate")
-	return &pooledLedger{key: dir, dir: dir, logger: logger, disk: &diskWatermark{dir: dir, free: statfsFree, minFree: minFree, logger: logger}}
+	return &pooledLedger{key: dir, scope: dir, name: dir, dir: dir, logger: logger, disk: &diskWatermark{dir: dir, free: statfsFree, minFree: minFree, logger: logger}}
 }
 
 // release drops one config's reference; the last one closes the store.

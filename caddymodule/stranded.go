@@ -23,13 +23,13 @@ func (a *App) warnStranded(store *pooledLedger, delivering map[string]bool) {
 	}
 	pending, err := l.PendingByNamespace(ctx)
 	if err != nil {
-		a.logger.Warn("counting pending events failed", zap.String("store", store.key), zap.Error(err))
+		a.logger.Warn("counting pending events failed", zap.String("store", store.name), zap.Error(err))
 		return
 	}
 	for ns, n := range pending {
 		if !delivering[ns] {
 			a.logger.Warn("pending events in a namespace no async route uses: they are not delivered until a route with `forward` has that name again",
-				zap.String("namespace", ns), zap.Int("pending", n), zap.String("store", store.key))
+				zap.String("namespace", ns), zap.Int("pending", n), zap.String("store", store.name))
 		}
 	}
 }
