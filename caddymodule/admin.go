@@ -44,7 +44,18 @@ func (*AdminAPI) CaddyModule() caddy.ModuleInfo {
 
 // Routes returns the admin routes.
 func (a *AdminAPI) Routes() []caddy.AdminRoute {
-	return []caddy.AdminRoute{{Pattern: "/hookgate/", Handler: caddy.AdminHandlerFunc(a.serve)}}
+	return []caddy.AdminRoute{{Pattern: "/hookgate/", Handler: caddy.AdminHandlerFunc(a.serveOrRefuse)}}
+}
+
+// serveOrRefuse serves the request; a 503 (the ledger out of reach for now) says when to retry,
+// as the routes' own 503s do.
+func (a *AdminAPI) serveOrRefuse(w http.ResponseWriter, r *http.Request) error {
+	err := a.serve(w, r)
+	var apiErr caddy.APIError
+	if errors.As(err, &apiErr) && apiErr.HTTPStatus == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", retryAfterSeconds)
+	}
+	return err
 }
 
 const (
