@@ -45,6 +45,7 @@ func (l redisDebugLog) Printf(_ context.Context, format string, v ...any) {
 func (p *pooledLedger) openRedis() store {
 	if p.ledger == nil {
 		client := redis.NewUniversalClient(p.redis.options)
+		client.AddHook(redisCallBudget(p.redis.options))
 		l := &redisLedger{Store: redisstore.New(client, p.redis.prefix), name: p.name, logger: p.logger}
 		p.ledger = l
 		l.checkPersistence()

@@ -57,8 +57,9 @@ type Storage struct {
 	// DialTimeout bounds opening a connection to Redis. Default: 1s. Redis only.
 	DialTimeout caddy.Duration `json:"dial_timeout,omitempty"`
 	// ReadTimeout bounds the wait for one reply, which includes Redis's fsync under
-	// `appendfsync always`. A command that times out is tried once more, so a Redis that
-	// hangs gets a request answered 503 after about twice this. Default: 2s. Redis only.
+	// `appendfsync always`. A command that times out is tried once more, and the command, its
+	// retry and their waits for a connection are bounded by twice this, so a Redis that hangs
+	// gets every request answered 503 within twice this. Default: 2s. Redis only.
 	ReadTimeout caddy.Duration `json:"read_timeout,omitempty"`
 	// WriteTimeout bounds sending one command. Default: 2s. Redis only.
 	WriteTimeout caddy.Duration `json:"write_timeout,omitempty"`
@@ -162,7 +163,9 @@ func (st *Storage) redisTarget() (*redisTarget, error) {
 		ReadTimeout:   durationOr(st.ReadTimeout, defaultRedisReadTimeout),
 		WriteTimeout:  durationOr(st.WriteTimeout, defaultRedisWriteTimeout),
 		MaxRetries:    redisMaxRetries,
-		DialerRetries: 1, // the command's retry redials; the client's default 5 tries delay the 503
+		// Deadlines follow the context, which callBudget bounds (redisbudget.go).
+		ContextTimeoutEnabled: true,
+		DialerRetries:         1, // the command's retry redials; the client's default 5 tries delay the 503
 	}
 	useTLS := st.TLS
 	for i, raw := range st.URLs {
