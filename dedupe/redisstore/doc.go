@@ -24,6 +24,12 @@
 // leases) are compared as given; Redis's own clock only expires keys (PX, PEXPIRE) where the
 // contract speaks of real time: claims, dedupe windows, versions, keep.
 //
+// Resharding a Cluster moves a namespace's slot key by key. Each script declares the keys it
+// knows before it runs, the tag T first, which is never a key, so Redis answers a script of a
+// namespace whose slot is moving TRYAGAIN rather than run it against the part of the keys one
+// node holds; go-redis retries a few times, then the call fails (Accept answers 503, the
+// deliverer tries again) until the move ends. Get, Pending and DeliveredVersion follow it (ASK).
+//
 // Leases are fenced by the event hash's count of leases ("tok"), which each Lease increments
 // and Update must be given back. One entity's events are never out on two nodes at once: the
 // events of an entity that one Lease hands out (one node's deliverer then sends them one at a

@@ -45,7 +45,7 @@ func (s *Store) Lease(ctx context.Context, namespace string, now time.Time, n in
 	}
 	n = min(n, leaseMax)
 	until := now.Add(lease)
-	res, err := leaseScript.Run(ctx, s.client, []string{t}, micros(now), strconv.Itoa(n), micros(until), nanos(until),
+	res, err := leaseScript.Run(ctx, s.client, scriptKeys(t, "q", "L"), micros(now), strconv.Itoa(n), micros(until), nanos(until),
 		strconv.Itoa(n+leaseScan), strconv.Itoa(leaseBytes)).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: lease: %w", err)

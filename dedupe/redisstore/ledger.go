@@ -21,7 +21,7 @@ func (s *Store) Claim(ctx context.Context, c dedupe.Claim) (dedupe.Outcome, erro
 		return 0, fmt.Errorf("redisstore: claim: %w", err)
 	}
 	args := append([]any{millis(c.Lease), c.Entity, strconv.FormatInt(c.Version, 10)}, dedupeKeys(c)...)
-	res, err := claimScript.Run(ctx, s.client, []string{t}, args...).Text()
+	res, err := claimScript.Run(ctx, s.client, claimKeys(t, c), args...).Text()
 	if err != nil {
 		return 0, fmt.Errorf("redisstore: claim: %w", err)
 	}
@@ -48,7 +48,7 @@ func (s *Store) Done(ctx context.Context, c dedupe.Claim, ttl time.Duration) err
 		return nil
 	}
 	args := append([]any{millis(ttl), c.Entity, strconv.FormatInt(c.Version, 10), millis(c.VersionTTL)}, ids...)
-	if err := doneScript.Run(ctx, s.client, []string{t}, args...).Err(); err != nil {
+	if err := doneScript.Run(ctx, s.client, claimKeys(t, c), args...).Err(); err != nil {
 		return fmt.Errorf("redisstore: done: %w", err)
 	}
 	return nil
@@ -66,7 +66,7 @@ func (s *Store) Release(ctx context.Context, c dedupe.Claim) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	if err := releaseScript.Run(ctx, s.client, []string{t}, ids...).Err(); err != nil {
+	if err := releaseScript.Run(ctx, s.client, claimKeys(t, c), ids...).Err(); err != nil {
 		return fmt.Errorf("redisstore: release: %w", err)
 	}
 	return nil
@@ -83,6 +83,19 @@ func dedupeKeys(c dedupe.Claim) []any {
 		ids = append(ids, "h:"+c.Digest)
 	}
 	return ids
+}
+
+// claimKeys are the keys the ledger's scripts of c declare (see scriptKeys): its dedupe keys
+// and its entity's version.
+func claimKeys(t string, c dedupe.Claim) []string {
+	var suffixes []string
+	for _, id := range dedupeKeys(c) {
+		suffixes = append(suffixes, id.(string))
+	}
+	if c.Entity != "" {
+		suffixes = append(suffixes, "v:"+c.Entity)
+	}
+	return scriptKeys(t, suffixes...)
 }
 
 // outcome is the dedupe.Outcome a script named.

@@ -83,7 +83,7 @@ func (s *Store) List(ctx context.Context, namespace string, state dedupe.State, 
 	for _, f := range listFields {
 		args = append(args, f)
 	}
-	rows, err := listScript.Run(ctx, s.client, []string{t}, args...).Slice()
+	rows, err := listScript.Run(ctx, s.client, scriptKeys(t, "s:"+string(state), "x"), args...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: list: %w", err)
 	}

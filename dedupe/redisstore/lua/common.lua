@@ -1,5 +1,7 @@
 -- Prepended to every script. KEYS[1] is the namespace's key prefix "{prefix:namespace}:"; every
--- key a script touches starts with it, so all of them live on one Cluster shard.
+-- key a script touches starts with it, so all of them live on one Cluster shard. The other KEYS
+-- are the keys the script knows before it runs (scriptKeys in store.go); the script names them
+-- from T all the same.
 local T = KEYS[1]
 local FINAL = {'delivered', 'dead', 'superseded'}
 

@@ -16,7 +16,10 @@ for i = 1, #due, 2 do
   local id, score = due[i], due[i + 1]
   local h = T .. 'e:' .. id
   local cur = redis.call('HMGET', h, 'st', 'ent', 'bb')
-  if cur[1] ~= 'pending' then
+  if not cur[1] then
+    -- Its hash is missing, which the scripts never leave so: Redis lost it, or it has not come
+    -- back yet (a restore in progress). Leave the entry, handed out once the hash is there.
+  elseif cur[1] ~= 'pending' then
     redis.call('ZREM', q, id) -- cannot happen while the scripts keep the queue; never hand it out
   else
     local entity = cur[2] or ''
