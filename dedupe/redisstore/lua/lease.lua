@@ -34,6 +34,9 @@ for i = 1, #due, 2 do
       redis.call('ZREM', q, id)
       redis.call('ZADD', T .. 'b:' .. entity, score, id)
     else
+      -- Off the queue first, a write that cannot grow memory: Redis at maxmemory (noeviction)
+      -- refuses a script's first write that may, and lets the later ones through.
+      redis.call('ZREM', q, id)
       if entity ~= '' then
         local o = T .. 'o:' .. entity
         if not mine[entity] then

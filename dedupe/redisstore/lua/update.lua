@@ -10,6 +10,11 @@ if tok ~= token then return {'lease-lost', tok} end
 if cur[1] ~= 'pending' then return {'final', cur[1]} end
 local entity, version, member = cur[3] or '', cur[4] or '0', cur[5]
 
+-- Redis at maxmemory (noeviction) refuses a script's first write that may grow memory, and lets
+-- the later ones through: so the first write takes the event off the queue, and a delivery,
+-- which frees its body, is recorded even then.
+redis.call('ZREM', T .. 'q', id)
+if state == 'delivered' or state == 'superseded' then redis.call('HDEL', h, 'hdr', 'body') end -- only a dead letter is replayed
 redis.call('HSET', h, unpack(ARGV, 6))
 if entity ~= '' then
   redis.call('ZREM', T .. 'b:' .. entity, id)
@@ -21,11 +26,9 @@ if state == 'pending' then
   return {'ok'}
 end
 
-redis.call('ZREM', T .. 'q', id)
 redis.call('ZREM', T .. 's:pending', member)
 redis.call('ZADD', T .. 's:' .. state, 0, member)
 redis.call('HDEL', h, 'nxt')
-if state ~= 'dead' then redis.call('HDEL', h, 'hdr', 'body') end -- only a dead letter is replayed
 if state == 'delivered' and entity ~= '' then
   local wk = T .. 'w:' .. entity
   if newer(wk, version) then
