@@ -12,8 +12,8 @@
 //	T w:<entity>       its newest delivered version, expiring with the accepted one
 //	T e:<id>           hash: a queued event, request and delivery state (event.go); PX keep once final
 //	T q                zset: Pending events due for Lease, by due time (µs)
-//	T s:<state>        zset: each state's events for List, all scored 0, member <16 hex accept ns><id>
-//	T x                zset: final events' listing members by expiry (ms), trimmed by Update
+//	T s:<state>        zset: each state's events for List, all scored 0, member <16 hex accept ns><id>; a final state's PX: its last event's keep
+//	T x                zset: final events' listing members by expiry (ms), trimmed by Update and List; PX as s:<final>
 //	T o:<entity>       set: the entity's holders, its events one Lease handed out and not yet updated
 //	T L                zset: entity → its holders' lease end (µs)
 //	T b:<entity>       zset: events of the entity waiting while others hold it, by due time (µs)

@@ -47,6 +47,11 @@ redis.call('PEXPIRE', h, keep)
 local t = redis.call('TIME')
 local nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZADD', T .. 'x', nowMs + tonumber(keep), member)
+-- The listing and x expire with the last of their events (no sooner than keep from now), so a
+-- namespace gone quiet leaves nothing behind.
+for _, k in ipairs({T .. 'x', T .. 's:' .. state}) do
+  if redis.call('PTTL', k) < tonumber(keep) then redis.call('PEXPIRE', k, keep) end
+end
 local expired = redis.call('ZRANGEBYSCORE', T .. 'x', '-inf', nowMs, 'LIMIT', 0, 64)
 if #expired > 0 then
   redis.call('ZREM', T .. 'x', unpack(expired))
