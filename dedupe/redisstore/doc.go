@@ -6,7 +6,7 @@
 // hash tag, so one namespace lives on one shard and its scripts are atomic there (the prefix is
 // escaped of ':{}%' and the namespace of '{}%' as %XX):
 //
-//	T i:<id>           dedupe record of an event ID: "c" while claimed (PX: the claim's lease), "d" once done (PX: dedupe TTL)
+//	T i:<id>           dedupe record of an event ID: "c<call's token>" while claimed (PX: the claim's lease), "d" once done (PX: dedupe TTL)
 //	T h:<digest>       the same for the digest of the signed bytes
 //	T v:<entity>       the entity's accepted version, base 10 (PX: VersionTTL from its last advance)
 //	T w:<entity>       its newest delivered version, expiring with the accepted one

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"strconv"
 	"time"
@@ -20,7 +21,9 @@ func (s *Store) Claim(ctx context.Context, c dedupe.Claim) (dedupe.Outcome, erro
 	if err != nil {
 		return 0, fmt.Errorf("redisstore: claim: %w", err)
 	}
-	args := append([]any{millis(c.Lease), c.Entity, strconv.FormatInt(c.Version, 10)}, dedupeKeys(c)...)
+	// The claim holds a token of this call: run again by go-redis after a lost reply, the
+	// script finds the claim its first run made, and answers Claimed again.
+	args := append([]any{millis(c.Lease), c.Entity, strconv.FormatInt(c.Version, 10), rand.Text()}, dedupeKeys(c)...)
 	res, err := claimScript.Run(ctx, s.client, claimKeys(t, c), args...).Text()
 	if err != nil {
 		return 0, fmt.Errorf("redisstore: claim: %w", err)
@@ -73,7 +76,8 @@ func (s *Store) Release(ctx context.Context, c dedupe.Claim) error {
 }
 
 // dedupeKeys are the key suffixes that deduplicate c: its ID's, then its digest's if it has
-// one; none when c.ID is "" (dedupe off). Each holds "c" while claimed and "d" once done.
+// one; none when c.ID is "" (dedupe off). Each holds "c" and the claiming call's token while
+// claimed, and "d" once done.
 func dedupeKeys(c dedupe.Claim) []any {
 	if c.ID == "" {
 		return nil

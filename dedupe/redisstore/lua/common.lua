@@ -46,7 +46,7 @@ local function dedupeOutcome(ids)
   local done = false
   for _, k in ipairs(ids) do
     local v = redis.call('GET', k)
-    if v == 'c' then return 'in-flight' end
+    if v and string.sub(v, 1, 1) == 'c' then return 'in-flight' end
     if v == 'd' then done = true end
   end
   if done then return 'duplicate' end
