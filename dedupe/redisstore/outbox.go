@@ -72,8 +72,9 @@ func (s *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, de
 // AcceptedAt are fixed at Accept. A Pending event with a zero NextAttempt is due now. Only the
 // holder of the latest lease updates, and only a Pending event: ErrNotFound if the event is
 // absent or expired, ErrLeaseLost if it was leased again since ev was, an error in words if it
-// is already final. Whatever the new state, it frees the event's entity if this event held it
-// (see Lease). Delivered and Superseded events lose their header and body; final events expire
+// is already final, unless it holds exactly ev's outcome (the same call run again by go-redis
+// after a lost reply): that is nil. Whatever the new state, it frees the event's entity if this
+// event held it (see Lease). Delivered and Superseded events lose their header and body; final events expire
 // after keep, which must then be positive.
 func (s *Store) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration) error {
 	switch {

@@ -1,13 +1,22 @@
 -- Update. ARGV: 1 event ID, 2 state, 3 lease token, 4 keep ms (final states), 5 due µs (Pending),
 -- then the field/value pairs to write. Returns {'ok'}, {'not-found'}, {'lease-lost', token} or
--- {'final', state}.
+-- {'final', state} (unless it already holds exactly this final state and these fields).
 local id, state, token, keep, due = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local h = T .. 'e:' .. id
 local cur = redis.call('HMGET', h, 'st', 'tok', 'ent', 'ver', 'lx')
 if not cur[1] then return {'not-found'} end
 local tok = cur[2] or '0'
 if tok ~= token then return {'lease-lost', tok} end
-if cur[1] ~= 'pending' then return {'final', cur[1]} end
+if cur[1] ~= 'pending' then
+  -- The same call run again (go-redis runs a call again when its reply was lost) finds the
+  -- outcome it asks for already recorded under its lease: that is success.
+  local same = cur[1] == state
+  for i = 6, #ARGV, 2 do
+    if ARGV[i] ~= 'nxt' and redis.call('HGET', h, ARGV[i]) ~= ARGV[i + 1] then same = false end
+  end
+  if same then return {'ok'} end
+  return {'final', cur[1]}
+end
 local entity, version, member = cur[3] or '', cur[4] or '0', cur[5]
 
 -- Redis at maxmemory (noeviction) refuses a script's first write that may grow memory, and lets
