@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"strconv"
 	"time"
@@ -32,6 +33,9 @@ const (
 // entity's waiting set, with its due time, so it costs later scans nothing while it waits;
 // once every holder is updated (whatever its state), or their lease lapses, the entity is free
 // and its earliest waiting events go back on the queue. Their NextAttempt is unchanged meanwhile.
+//
+// Each call has a token, kept in the hashes of the events it hands out ("ln"): run again by
+// go-redis after a lost reply, the script hands out what its first run leased.
 func (s *Store) Lease(ctx context.Context, namespace string, now time.Time, n int, lease time.Duration) ([]*dedupe.Event, error) {
 	if lease <= 0 {
 		return nil, fmt.Errorf("redisstore: lease: lease must be positive, got %v", lease)
@@ -46,7 +50,7 @@ func (s *Store) Lease(ctx context.Context, namespace string, now time.Time, n in
 	n = min(n, leaseMax)
 	until := now.Add(lease)
 	res, err := leaseScript.Run(ctx, s.client, scriptKeys(t, "q", "L"), micros(now), strconv.Itoa(n), micros(until), nanos(until),
-		strconv.Itoa(n+leaseScan), strconv.Itoa(leaseBytes)).Slice()
+		strconv.Itoa(n+leaseScan), strconv.Itoa(leaseBytes), rand.Text()).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: lease: %w", err)
 	}
