@@ -56,3 +56,39 @@ func TestListPastManyGoneEvents(t *testing.T) {
 		t.Fatalf("List of delivered events behind %d members of gone events: %v, want [live]", len(gone), ids(got))
 	}
 }
+
+// Thousands of one held entity's events due first, which Lease moves off the queue to wait, do
+// not keep another entity's event from going out within a few calls (the deliverer pauses a
+// second after a call that hands out nothing).
+func TestManyWaitingEventsDoNotStarveOthers(t *testing.T) {
+	s := newStore(t)
+	tag, _ := s.tag(ns)
+	acceptAt(t, s, "held0", "held", 0, base)
+	if got := lease(t, s, base.Add(time.Second), 1); len(got) != 1 {
+		t.Fatalf("Lease of the held entity's first event: %v", ids(got))
+	}
+	if err := acceptScript.Load(ctx, s.client).Err(); err != nil { // a pipeline cannot fall back to EVAL
+		t.Fatal(err)
+	}
+	pipe := s.client.Pipeline()
+	for i := 1; i <= 20000; i++ {
+		ev := queued(fmt.Sprint("held", i), base)
+		ev.Entity, ev.Version = "held", int64(i)
+		acceptScript.Run(ctx, pipe, []string{tag}, append([]any{ev.ID, "3600000", "", "0", "0", "0", micros(base), listMember(base, ev.ID), "0"},
+			acceptFields(ev, base, base, base)...)...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	acceptAt(t, s, "other", "calm", 1, base.Add(time.Second))
+	for call := 1; call <= 3; call++ {
+		got := lease(t, s, base.Add(2*time.Second), 4)
+		if len(got) > 0 {
+			if len(got) != 1 || got[0].ID != "other" {
+				t.Fatalf("Lease %d: %v, want [other]", call, ids(got))
+			}
+			return
+		}
+	}
+	t.Fatal("the other entity's event did not come out within 3 Lease calls behind 20,000 waiting events of a held entity")
+}

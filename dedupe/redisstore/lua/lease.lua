@@ -1,18 +1,19 @@
 -- Lease. ARGV: 1 now µs, 2 n, 3 lease end µs, 4 lease end ns, 5 entries to examine at most,
--- 6 body bytes after which to stop, 7 this call's token. Returns each leased event's fields
--- (HGETALL).
+-- 6 body bytes after which to stop, 7 this run's token. Returns {cut, fields...}: cut is 1 when
+-- it stopped on the entries to examine with fewer than n events handed out, then each leased
+-- event's fields (HGETALL).
 local now, n, untilUs, untilNs = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local budget, maxBytes, run = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
 local q = T .. 'q'
 
 -- The same call run again (go-redis runs a call again when its reply was lost) hands out what
 -- its first run leased: those events are due at the lease end and marked with the call's token.
-local again = {}
+local again = {1}
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', q, untilUs, untilUs, 'LIMIT', 0, 4 * n)) do
   local h = T .. 'e:' .. id
   if redis.call('HGET', h, 'ln') == run then again[#again + 1] = redis.call('HGETALL', h) end
 end
-if #again > 0 then return again end
+if #again > 1 then return again end
 
 -- Entities whose holder's lease lapsed are free again.
 for _, entity in ipairs(redis.call('ZRANGEBYSCORE', T .. 'L', '-inf', ARGV[1], 'LIMIT', 0, budget)) do
@@ -20,9 +21,9 @@ for _, entity in ipairs(redis.call('ZRANGEBYSCORE', T .. 'L', '-inf', ARGV[1], '
 end
 
 local due = redis.call('ZRANGEBYSCORE', q, '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, budget)
-local out, bytes, mine = {}, 0, {}
+local out, bytes, mine = {0}, 0, {}
 for i = 1, #due, 2 do
-  if #out >= n or bytes >= maxBytes then break end
+  if #out - 1 >= n or bytes >= maxBytes then break end
   local id, score = due[i], due[i + 1]
   local h = T .. 'e:' .. id
   local cur = redis.call('HMGET', h, 'st', 'ent', 'bb')
@@ -64,4 +65,5 @@ for i = 1, #due, 2 do
     end
   end
 end
+if #due == 2 * budget and #out - 1 < n and bytes < maxBytes then out[1] = 1 end
 return out
