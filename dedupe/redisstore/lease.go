@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"strconv"
 	"time"
@@ -11,15 +12,20 @@ import (
 
 // Bounds of one Lease call, so that one script never holds the server for long (Redis runs
 // one script at a time): it hands out at most leaseMax events and stops once it has handed out
-// leaseBytes of bodies (the first event always goes), and it examines at most leaseScan entries
-// more than it may hand out, of the due queue and of the entities whose holders lapsed.
+// leaseBytes of bodies (the first event always goes). One run of the script examines at most
+// leaseScan entries more than it may hand out, of the due queue and of the entities whose
+// holders lapsed; while a run stops there with fewer than n events handed out (it moved
+// waiting events of held entities off the queue, say), the call runs it again, up to
+// leaseRounds times, so that other entities' events behind a long run of such do not wait for
+// many calls (the deliverer pauses after a call that hands out nothing).
 const (
-	leaseMax   = 1024
-	leaseScan  = 256
-	leaseBytes = 16 << 20
+	leaseMax    = 1024
+	leaseScan   = 256
+	leaseRounds = 32
+	leaseBytes  = 16 << 20
 )
 
-// Lease implements dedupe.Outbox in one script. It reads the namespace's due queue, a sorted
+// Lease implements dedupe.Outbox in one run of a script (more, see leaseRounds). It reads the namespace's due queue, a sorted
 // set scored by due time, from the earliest up to now, so its cost is what it hands out plus a
 // bounded number of entries it skips, never the size of the queue. Each event handed out gets
 // a new lease token (its hash's count of leases) and is due again at now+lease.
@@ -32,6 +38,9 @@ const (
 // entity's waiting set, with its due time, so it costs later scans nothing while it waits;
 // once every holder is updated (whatever its state), or their lease lapses, the entity is free
 // and its earliest waiting events go back on the queue. Their NextAttempt is unchanged meanwhile.
+//
+// Each run of the script has a token, kept in the hashes of the events it hands out ("ln"): run
+// again by go-redis after a lost reply, it hands out what its first run leased.
 func (s *Store) Lease(ctx context.Context, namespace string, now time.Time, n int, lease time.Duration) ([]*dedupe.Event, error) {
 	if lease <= 0 {
 		return nil, fmt.Errorf("redisstore: lease: lease must be positive, got %v", lease)
@@ -45,16 +54,44 @@ func (s *Store) Lease(ctx context.Context, namespace string, now time.Time, n in
 	}
 	n = min(n, leaseMax)
 	until := now.Add(lease)
-	res, err := leaseScript.Run(ctx, s.client, []string{t}, micros(now), strconv.Itoa(n), micros(until), nanos(until),
-		strconv.Itoa(n+leaseScan), strconv.Itoa(leaseBytes)).Slice()
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: lease: %w", err)
+	var out []*dedupe.Event
+	bytes := 0
+	for round := range leaseRounds {
+		evs, cut, err := s.leaseRound(ctx, t, namespace, now, n-len(out), until, leaseBytes-bytes)
+		if err != nil {
+			if round > 0 {
+				break // what earlier rounds leased is handed out; the next call meets the error again
+			}
+			return nil, fmt.Errorf("redisstore: lease: %w", err)
+		}
+		out = append(out, evs...)
+		for _, ev := range evs {
+			bytes += ev.BodyBytes
+		}
+		if !cut || len(out) >= n || bytes >= leaseBytes {
+			break
+		}
 	}
-	out := make([]*dedupe.Event, 0, len(res))
-	for _, r := range res {
+	return out, nil
+}
+
+// leaseRound runs the lease script once, for up to n events and maxBytes of bodies; cut says it
+// stopped on its scan budget with fewer than n handed out, so that due entries may be left.
+func (s *Store) leaseRound(ctx context.Context, t, namespace string, now time.Time, n int, until time.Time, maxBytes int) ([]*dedupe.Event, bool, error) {
+	res, err := leaseScript.Run(ctx, s.client, scriptKeys(t, "q", "L"), micros(now), strconv.Itoa(n), micros(until), nanos(until),
+		strconv.Itoa(n+leaseScan), strconv.Itoa(maxBytes), rand.Text()).Slice()
+	if err != nil {
+		return nil, false, err
+	}
+	if len(res) == 0 {
+		return nil, false, fmt.Errorf("empty reply from the script")
+	}
+	cut, _ := res[0].(int64)
+	out := make([]*dedupe.Event, 0, len(res)-1)
+	for _, r := range res[1:] {
 		pairs, ok := r.([]any)
 		if !ok || len(pairs)%2 != 0 {
-			return nil, fmt.Errorf("redisstore: lease: unexpected reply %T from the script", r)
+			return nil, false, fmt.Errorf("unexpected reply %T from the script", r)
 		}
 		fields := make(map[string]string, len(pairs)/2)
 		for i := 0; i < len(pairs); i += 2 {
@@ -62,14 +99,13 @@ func (s *Store) Lease(ctx context.Context, namespace string, now time.Time, n in
 			v, _ := pairs[i+1].(string)
 			fields[k] = v
 		}
-		id := idOfMember(fields[fieldMember])
-		ev, err := decodeEvent(namespace, id, fields)
+		ev, err := decodeEvent(namespace, idOfMember(fields[fieldMember]), fields)
 		if err != nil {
-			return nil, fmt.Errorf("redisstore: lease: %w", err)
+			return nil, false, err
 		}
 		out = append(out, ev)
 	}
-	return out, nil
+	return out, cut == 1, nil
 }
 
 // idOfMember is the event ID in a listing member (listMember).

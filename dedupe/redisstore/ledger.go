@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"strconv"
 	"time"
@@ -20,8 +21,10 @@ func (s *Store) Claim(ctx context.Context, c dedupe.Claim) (dedupe.Outcome, erro
 	if err != nil {
 		return 0, fmt.Errorf("redisstore: claim: %w", err)
 	}
-	args := append([]any{millis(c.Lease), c.Entity, strconv.FormatInt(c.Version, 10)}, dedupeKeys(c)...)
-	res, err := claimScript.Run(ctx, s.client, []string{t}, args...).Text()
+	// The claim holds a token of this call: run again by go-redis after a lost reply, the
+	// script finds the claim its first run made, and answers Claimed again.
+	args := append([]any{millis(c.Lease), c.Entity, strconv.FormatInt(c.Version, 10), rand.Text()}, dedupeKeys(c)...)
+	res, err := claimScript.Run(ctx, s.client, claimKeys(t, c), args...).Text()
 	if err != nil {
 		return 0, fmt.Errorf("redisstore: claim: %w", err)
 	}
@@ -48,7 +51,7 @@ func (s *Store) Done(ctx context.Context, c dedupe.Claim, ttl time.Duration) err
 		return nil
 	}
 	args := append([]any{millis(ttl), c.Entity, strconv.FormatInt(c.Version, 10), millis(c.VersionTTL)}, ids...)
-	if err := doneScript.Run(ctx, s.client, []string{t}, args...).Err(); err != nil {
+	if err := doneScript.Run(ctx, s.client, claimKeys(t, c), args...).Err(); err != nil {
 		return fmt.Errorf("redisstore: done: %w", err)
 	}
 	return nil
@@ -66,14 +69,15 @@ func (s *Store) Release(ctx context.Context, c dedupe.Claim) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	if err := releaseScript.Run(ctx, s.client, []string{t}, ids...).Err(); err != nil {
+	if err := releaseScript.Run(ctx, s.client, claimKeys(t, c), ids...).Err(); err != nil {
 		return fmt.Errorf("redisstore: release: %w", err)
 	}
 	return nil
 }
 
 // dedupeKeys are the key suffixes that deduplicate c: its ID's, then its digest's if it has
-// one; none when c.ID is "" (dedupe off). Each holds "c" while claimed and "d" once done.
+// one; none when c.ID is "" (dedupe off). Each holds "c" and the claiming call's token while
+// claimed, and "d" once done.
 func dedupeKeys(c dedupe.Claim) []any {
 	if c.ID == "" {
 		return nil
@@ -83,6 +87,19 @@ func dedupeKeys(c dedupe.Claim) []any {
 		ids = append(ids, "h:"+c.Digest)
 	}
 	return ids
+}
+
+// claimKeys are the keys the ledger's scripts of c declare (see scriptKeys): its dedupe keys
+// and its entity's version.
+func claimKeys(t string, c dedupe.Claim) []string {
+	var suffixes []string
+	for _, id := range dedupeKeys(c) {
+		suffixes = append(suffixes, id.(string))
+	}
+	if c.Entity != "" {
+		suffixes = append(suffixes, "v:"+c.Entity)
+	}
+	return scriptKeys(t, suffixes...)
 }
 
 // outcome is the dedupe.Outcome a script named.

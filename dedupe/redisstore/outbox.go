@@ -49,7 +49,14 @@ func (s *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, de
 		strconv.Itoa(max(c.MaxPending, 0)), micros(next), listMember(accepted, ev.ID), strconv.Itoa(len(ids))}
 	args = append(args, ids...)
 	args = append(args, acceptFields(ev, accepted, next, updated)...)
-	res, err := acceptScript.Run(ctx, s.client, []string{t}, args...).Text()
+	keys := append(claimKeys(t, c), t+"e:"+ev.ID, t+"q", t+"x")
+	if c.Entity != "" {
+		keys = append(keys, t+"w:"+c.Entity)
+	}
+	for _, state := range []dedupe.State{dedupe.Pending, dedupe.Delivered, dedupe.Dead, dedupe.Superseded} {
+		keys = append(keys, t+"s:"+string(state))
+	}
+	res, err := acceptScript.Run(ctx, s.client, keys, args...).Text()
 	if err != nil {
 		return 0, fmt.Errorf("redisstore: accept: %w", err)
 	}
@@ -65,8 +72,9 @@ func (s *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, de
 // AcceptedAt are fixed at Accept. A Pending event with a zero NextAttempt is due now. Only the
 // holder of the latest lease updates, and only a Pending event: ErrNotFound if the event is
 // absent or expired, ErrLeaseLost if it was leased again since ev was, an error in words if it
-// is already final. Whatever the new state, it frees the event's entity if this event held it
-// (see Lease). Delivered and Superseded events lose their header and body; final events expire
+// is already final, unless it holds exactly ev's outcome (the same call run again by go-redis
+// after a lost reply): that is nil. Whatever the new state, it frees the event's entity if this
+// event held it (see Lease). Delivered and Superseded events lose their header and body; final events expire
 // after keep, which must then be positive.
 func (s *Store) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration) error {
 	switch {
@@ -94,7 +102,12 @@ func (s *Store) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration
 	args := []any{ev.ID, string(ev.State), strconv.FormatUint(ev.LeaseToken, 10), millis(keep), micros(next),
 		fieldState, string(ev.State), fieldAttempts, strconv.Itoa(ev.Attempts), fieldLastStatus, strconv.Itoa(ev.LastStatus),
 		fieldLastError, ev.LastError, fieldUpdated, nanos(updated), fieldNext, nanos(next)}
-	res, err := updateScript.Run(ctx, s.client, []string{t}, args...).StringSlice()
+	keys := scriptKeys(t, "e:"+ev.ID, "q", "x", "s:"+string(dedupe.Pending), "s:"+string(dedupe.Delivered),
+		"s:"+string(dedupe.Dead), "s:"+string(dedupe.Superseded))
+	if ev.Entity != "" {
+		keys = append(keys, t+"o:"+ev.Entity, t+"b:"+ev.Entity, t+"L", t+"v:"+ev.Entity, t+"w:"+ev.Entity)
+	}
+	res, err := updateScript.Run(ctx, s.client, keys, args...).StringSlice()
 	if err != nil {
 		return fmt.Errorf("redisstore: update: %w", err)
 	}
@@ -122,7 +135,8 @@ func (s *Store) Replay(ctx context.Context, namespace, id string, now time.Time)
 	if id == "" {
 		return errors.New("redisstore: replay: empty event ID")
 	}
-	res, err := replayScript.Run(ctx, s.client, []string{t}, id, nanos(now), micros(now)).StringSlice()
+	keys := scriptKeys(t, "e:"+id, "q", "x", "s:"+string(dedupe.Pending), "s:"+string(dedupe.Dead))
+	res, err := replayScript.Run(ctx, s.client, keys, id, nanos(now), micros(now)).StringSlice()
 	if err != nil {
 		return fmt.Errorf("redisstore: replay: %w", err)
 	}

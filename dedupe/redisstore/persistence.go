@@ -9,17 +9,22 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// CheckPersistence reads appendonly/appendfsync (CONFIG GET) on every master. warning is "" when
-// every master has appendonly yes + appendfsync always; else a plain sentence saying what can be
-// lost (everysec: the last second of acknowledged events on a crash; no AOF: everything since the
-// last RDB save on a restart). err when the settings cannot be read (CONFIG refused by an ACL or
-// a managed service).
+// CheckPersistence reads appendonly/appendfsync and maxmemory-policy (CONFIG GET) on every
+// master. warning is "" when every master has appendonly yes + appendfsync always and never
+// evicts keys; else plain sentences saying what can be lost (everysec: the last second of
+// acknowledged events on a crash; no AOF: everything since the last RDB save on a restart; an
+// evicting policy: whatever it evicts once memory is full, queued events included). err when the
+// settings cannot be read (CONFIG refused by an ACL or a managed service).
 func (s *Store) CheckPersistence(ctx context.Context) (warning string, err error) {
 	var mu sync.Mutex
 	weakest := durable
-	var where []string
+	var where, evicting []string
 	err = s.forEachMaster(ctx, func(ctx context.Context, node redis.UniversalClient) error {
 		p, err := readPersistence(ctx, node)
+		if err != nil {
+			return err
+		}
+		policy, err := readEvictionPolicy(ctx, node)
 		if err != nil {
 			return err
 		}
@@ -28,23 +33,36 @@ func (s *Store) CheckPersistence(ctx context.Context) (warning string, err error
 		if p < durable {
 			where = append(where, addrOf(node))
 		}
+		if policy != "noeviction" {
+			evicting = append(evicting, addrOf(node)+": "+policy)
+		}
 		weakest = min(weakest, p)
 		return nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("redisstore: reading the persistence settings (CONFIG GET appendonly appendfsync): %w", err)
+		return "", fmt.Errorf("redisstore: reading the persistence settings (CONFIG GET appendonly appendfsync maxmemory-policy): %w", err)
 	}
-	if len(where) == 0 {
-		return "", nil
+	var warnings []string
+	if len(where) > 0 {
+		warnings = append(warnings, persistenceWarning(where, weakest))
 	}
+	if len(evicting) > 0 {
+		warnings = append(warnings, "Redis ("+strings.Join(evicting, ", ")+") evicts keys when it reaches maxmemory: "+
+			"an evicted key is an acknowledged event never delivered, or a dedupe record or version forgotten early; set maxmemory-policy noeviction, so a full Redis refuses new events (503) instead")
+	}
+	return strings.Join(warnings, "; "), nil
+}
+
+// persistenceWarning says what the weakest of the masters at where loses.
+func persistenceWarning(where []string, weakest persistence) string {
 	servers := "Redis (" + strings.Join(where, ", ") + ")"
 	switch weakest {
 	case noAOF:
-		return servers + " runs without the append-only file (appendonly no): a restart loses every event acknowledged since its last RDB snapshot, and without snapshots all of them; set appendonly yes and appendfsync always to lose nothing acknowledged", nil
+		return servers + " runs without the append-only file (appendonly no): a restart loses every event acknowledged since its last RDB snapshot, and without snapshots all of them; set appendonly yes and appendfsync always to lose nothing acknowledged"
 	case noFsync:
-		return servers + " leaves syncing the append-only file to the OS (appendfsync no): a crash of its machine loses the events acknowledged in the last ~30 seconds; set appendfsync always to lose nothing acknowledged", nil
+		return servers + " leaves syncing the append-only file to the OS (appendfsync no): a crash of its machine loses the events acknowledged in the last ~30 seconds; set appendfsync always to lose nothing acknowledged"
 	default:
-		return servers + " syncs its append-only file once a second (appendfsync everysec): a crash loses the events acknowledged in the last second; set appendfsync always to lose nothing acknowledged", nil
+		return servers + " syncs its append-only file once a second (appendfsync everysec): a crash loses the events acknowledged in the last second; set appendfsync always to lose nothing acknowledged"
 	}
 }
 
@@ -76,6 +94,19 @@ func readPersistence(ctx context.Context, node redis.UniversalClient) (persisten
 		return everySecond, nil
 	}
 	return noFsync, nil
+}
+
+// readEvictionPolicy is the server's maxmemory-policy.
+func readEvictionPolicy(ctx context.Context, node redis.UniversalClient) (string, error) {
+	conf, err := node.ConfigGet(ctx, "maxmemory-policy").Result()
+	if err != nil {
+		return "", err
+	}
+	policy := conf["maxmemory-policy"]
+	if policy == "" {
+		return "", fmt.Errorf("the server did not report maxmemory-policy")
+	}
+	return policy, nil
 }
 
 // addrOf names a server in a warning.

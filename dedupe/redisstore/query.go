@@ -11,8 +11,9 @@ import (
 	"github.com/hookgate/hookgate/dedupe"
 )
 
-// listScan is how many members beyond the limit one List examines at most: members whose event
-// expired and that Update's trimming has not reached yet are dropped as it walks past them.
+// listScan is how many members beyond the limit one run of the list script examines at most,
+// and how many expired ones (x) it drops first: members whose event expired and that no trimming
+// has reached yet are dropped as it walks past them, and List runs it again from where it stopped.
 const listScan = 1000
 
 // DeliveredVersion implements dedupe.Outbox with one GET.
@@ -56,7 +57,8 @@ func (s *Store) Get(ctx context.Context, namespace, id string) (*dedupe.Event, e
 	return ev, nil
 }
 
-// List implements dedupe.Outbox in one script, reading the state's listing, whose members sort
+// List implements dedupe.Outbox in one script (more runs only past members of expired events),
+// reading the state's listing, whose members sort
 // by accept time and then ID (listMember), from the cursor on. It leaves out the header and
 // body. A limit <= 0 returns nothing.
 func (s *Store) List(ctx context.Context, namespace string, state dedupe.State, after dedupe.Cursor, limit int) ([]*dedupe.Event, error) {
@@ -79,32 +81,50 @@ func (s *Store) List(ctx context.Context, namespace string, state dedupe.State, 
 	case !after.AcceptedAt.IsZero():
 		start = "[" + listMember(after.AcceptedAt, "")
 	}
-	args := []any{string(state), start, strconv.Itoa(limit), strconv.Itoa(limit + listScan)}
-	for _, f := range listFields {
-		args = append(args, f)
-	}
-	rows, err := listScript.Run(ctx, s.client, []string{t}, args...).Slice()
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: list: %w", err)
-	}
-	out := make([]*dedupe.Event, 0, len(rows))
-	for _, r := range rows {
-		values, ok := r.([]any)
-		if !ok || len(values) != 1+len(listFields) {
-			return nil, fmt.Errorf("redisstore: list: unexpected reply %T from the script", r)
+	keys := scriptKeys(t, "x", "s:"+string(dedupe.Pending), "s:"+string(dedupe.Delivered), "s:"+string(dedupe.Dead),
+		"s:"+string(dedupe.Superseded))
+	var out []*dedupe.Event
+	for {
+		args := []any{string(state), start, strconv.Itoa(limit - len(out)), strconv.Itoa(limit - len(out) + listScan)}
+		for _, f := range listFields {
+			args = append(args, f)
 		}
-		id, _ := values[0].(string)
-		fields := make(map[string]string, len(listFields))
-		for i, f := range listFields {
-			fields[f], _ = values[1+i].(string)
-		}
-		ev, err := decodeEvent(namespace, id, fields)
+		reply, err := listScript.Run(ctx, s.client, keys, args...).Slice()
 		if err != nil {
 			return nil, fmt.Errorf("redisstore: list: %w", err)
 		}
-		out = append(out, ev)
+		if len(reply) == 0 {
+			return nil, fmt.Errorf("redisstore: list: empty reply from the script")
+		}
+		for _, r := range reply[1:] {
+			ev, err := listedEvent(namespace, r)
+			if err != nil {
+				return nil, fmt.Errorf("redisstore: list: %w", err)
+			}
+			out = append(out, ev)
+		}
+		// The script stops after examining its most members (those of expired events it drops
+		// on the way): the next run goes on from there, so a listing full of them is still read.
+		resume, _ := reply[0].(string)
+		if resume == "" || len(out) >= limit {
+			return out, nil
+		}
+		start = resume
 	}
-	return out, nil
+}
+
+// listedEvent decodes one of the list script's rows: the ID, then listFields' values.
+func listedEvent(namespace string, row any) (*dedupe.Event, error) {
+	values, ok := row.([]any)
+	if !ok || len(values) != 1+len(listFields) {
+		return nil, fmt.Errorf("unexpected reply %T from the script", row)
+	}
+	id, _ := values[0].(string)
+	fields := make(map[string]string, len(listFields))
+	for i, f := range listFields {
+		fields[f], _ = values[1+i].(string)
+	}
+	return decodeEvent(namespace, id, fields)
 }
 
 // Pending is the namespace's backlog: its number of Pending events, being attempted or not,

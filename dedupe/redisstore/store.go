@@ -52,6 +52,21 @@ func (s *Store) tag(namespace string) (string, error) {
 	return "{" + s.escapedPrefix + ":" + escape(namespace, "{}") + "}:", nil
 }
 
+// scriptKeys are the keys a script of the namespace tagged t declares: t itself first, which
+// the scripts read as T (lua/common.lua) and which is never a key, then t+suffix for every key
+// the script knows before it runs. While Redis Cluster moves the namespace's slot, a script
+// declaring keys of which one (t) is missing is answered TRYAGAIN, on the old node and the new
+// one alike, which go-redis retries; so no script runs against the half of the keys one node
+// holds. Declared keys that do not exist yet (a new event's) are nothing special otherwise.
+func scriptKeys(t string, suffixes ...string) []string {
+	keys := make([]string, 0, 1+len(suffixes))
+	keys = append(keys, t)
+	for _, s := range suffixes {
+		keys = append(keys, t+s)
+	}
+	return keys
+}
+
 // namespaceOf is the namespace of a key made by tag, and whether it is one.
 func (s *Store) namespaceOf(key, suffix string) (string, bool) {
 	head := "{" + s.escapedPrefix + ":"

@@ -15,6 +15,9 @@ local vk = T .. 'v:' .. entity
 if entity ~= '' and not newer(vk, version) then return 'stale' end
 if maxPending > 0 and redis.call('ZCARD', T .. 's:pending') >= maxPending then return 'full' end
 
+-- The event's hash is the first write: at maxmemory (noeviction) Redis refuses a script's first
+-- write that may grow memory (the caller answers 503), and would let any later one through.
+redis.call('HSET', h, unpack(ARGV, 10 + k))
 if entity ~= '' then
   setversion(vk, version, vttl)
   -- The delivered version expires with the accepted one.
@@ -25,7 +28,6 @@ for _, dk in ipairs(ids) do redis.call('SET', dk, 'd', 'PX', ttl) end
 -- A reused ID accepted at the same instant as its expired predecessor has the same member.
 redis.call('ZREM', T .. 'x', member)
 for _, s in ipairs(FINAL) do redis.call('ZREM', T .. 's:' .. s, member) end
-redis.call('HSET', h, unpack(ARGV, 10 + k))
 redis.call('ZADD', T .. 'q', due, id)
 redis.call('ZADD', T .. 's:pending', 0, member)
 return 'claimed'

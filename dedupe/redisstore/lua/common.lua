@@ -1,5 +1,7 @@
 -- Prepended to every script. KEYS[1] is the namespace's key prefix "{prefix:namespace}:"; every
--- key a script touches starts with it, so all of them live on one Cluster shard.
+-- key a script touches starts with it, so all of them live on one Cluster shard. The other KEYS
+-- are the keys the script knows before it runs (scriptKeys in store.go); the script names them
+-- from T all the same.
 local T = KEYS[1]
 local FINAL = {'delivered', 'dead', 'superseded'}
 
@@ -44,7 +46,7 @@ local function dedupeOutcome(ids)
   local done = false
   for _, k in ipairs(ids) do
     local v = redis.call('GET', k)
-    if v == 'c' then return 'in-flight' end
+    if v and string.sub(v, 1, 1) == 'c' then return 'in-flight' end
     if v == 'd' then done = true end
   end
   if done then return 'duplicate' end

@@ -1,8 +1,19 @@
 -- Lease. ARGV: 1 now µs, 2 n, 3 lease end µs, 4 lease end ns, 5 entries to examine at most,
--- 6 body bytes after which to stop. Returns each leased event's fields (HGETALL).
+-- 6 body bytes after which to stop, 7 this run's token. Returns {cut, fields...}: cut is 1 when
+-- it stopped on the entries to examine with fewer than n events handed out, then each leased
+-- event's fields (HGETALL).
 local now, n, untilUs, untilNs = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4]
-local budget, maxBytes = tonumber(ARGV[5]), tonumber(ARGV[6])
+local budget, maxBytes, run = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
 local q = T .. 'q'
+
+-- The same call run again (go-redis runs a call again when its reply was lost) hands out what
+-- its first run leased: those events are due at the lease end and marked with the call's token.
+local again = {1}
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', q, untilUs, untilUs, 'LIMIT', 0, 4 * n)) do
+  local h = T .. 'e:' .. id
+  if redis.call('HGET', h, 'ln') == run then again[#again + 1] = redis.call('HGETALL', h) end
+end
+if #again > 1 then return again end
 
 -- Entities whose holder's lease lapsed are free again.
 for _, entity in ipairs(redis.call('ZRANGEBYSCORE', T .. 'L', '-inf', ARGV[1], 'LIMIT', 0, budget)) do
@@ -10,13 +21,16 @@ for _, entity in ipairs(redis.call('ZRANGEBYSCORE', T .. 'L', '-inf', ARGV[1], '
 end
 
 local due = redis.call('ZRANGEBYSCORE', q, '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, budget)
-local out, bytes, mine = {}, 0, {}
+local out, bytes, mine = {0}, 0, {}
 for i = 1, #due, 2 do
-  if #out >= n or bytes >= maxBytes then break end
+  if #out - 1 >= n or bytes >= maxBytes then break end
   local id, score = due[i], due[i + 1]
   local h = T .. 'e:' .. id
   local cur = redis.call('HMGET', h, 'st', 'ent', 'bb')
-  if cur[1] ~= 'pending' then
+  if not cur[1] then
+    -- Its hash is missing, which the scripts never leave so: Redis lost it, or it has not come
+    -- back yet (a restore in progress). Leave the entry, handed out once the hash is there.
+  elseif cur[1] ~= 'pending' then
     redis.call('ZREM', q, id) -- cannot happen while the scripts keep the queue; never hand it out
   else
     local entity = cur[2] or ''
@@ -31,6 +45,9 @@ for i = 1, #due, 2 do
       redis.call('ZREM', q, id)
       redis.call('ZADD', T .. 'b:' .. entity, score, id)
     else
+      -- Off the queue first, a write that cannot grow memory: Redis at maxmemory (noeviction)
+      -- refuses a script's first write that may, and lets the later ones through.
+      redis.call('ZREM', q, id)
       if entity ~= '' then
         local o = T .. 'o:' .. entity
         if not mine[entity] then
@@ -41,11 +58,12 @@ for i = 1, #due, 2 do
         redis.call('SADD', o, id)
       end
       redis.call('HINCRBY', h, 'tok', 1)
-      redis.call('HSET', h, 'nxt', untilNs)
+      redis.call('HSET', h, 'nxt', untilNs, 'ln', run)
       redis.call('ZADD', q, untilUs, id)
       out[#out + 1] = redis.call('HGETALL', h)
       bytes = bytes + tonumber(cur[3] or '0')
     end
   end
 end
+if #due == 2 * budget and #out - 1 < n and bytes < maxBytes then out[1] = 1 end
 return out

@@ -1,11 +1,27 @@
 -- List. ARGV: 1 state, 2 where to start (a ZRANGEBYLEX bound), 3 limit, 4 most members to
--- examine, then the fields to return. Returns {id, values...} per event; drops members whose event
--- expired (or was accepted again under its ID) as it walks past them.
+-- examine, then the fields to return. Returns {resume, rows...}, a row {id, values...} per event;
+-- resume is '' once the walk reached the limit or the listing's end, else the bound to go on from
+-- (it examined its most). It drops members whose event expired (or was accepted again under its
+-- ID): first those x says expired, at most as many as it may examine, then any it walks past.
 local state, start, limit, budget = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local set = T .. 's:' .. state
-local out, seen = {}, 0
-while #out < limit and seen < budget do
-  local members = redis.call('ZRANGEBYLEX', set, start, '+', 'LIMIT', 0, limit - #out)
+
+local t = redis.call('TIME')
+local nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local expired = redis.call('ZRANGEBYSCORE', T .. 'x', '-inf', nowMs, 'LIMIT', 0, budget)
+for i = 1, #expired, 256 do
+  local chunk = {unpack(expired, i, math.min(i + 255, #expired))}
+  redis.call('ZREM', T .. 'x', unpack(chunk))
+  for _, s in ipairs(FINAL) do redis.call('ZREM', T .. 's:' .. s, unpack(chunk)) end
+end
+
+local out, seen = {''}, 0
+while #out - 1 < limit do
+  if seen >= budget then
+    out[1] = start
+    break
+  end
+  local members = redis.call('ZRANGEBYLEX', set, start, '+', 'LIMIT', 0, math.min(limit - #out + 1, budget - seen))
   if #members == 0 then break end
   for _, m in ipairs(members) do
     seen = seen + 1

@@ -1,15 +1,29 @@
 -- Update. ARGV: 1 event ID, 2 state, 3 lease token, 4 keep ms (final states), 5 due µs (Pending),
 -- then the field/value pairs to write. Returns {'ok'}, {'not-found'}, {'lease-lost', token} or
--- {'final', state}.
+-- {'final', state} (unless it already holds exactly this final state and these fields).
 local id, state, token, keep, due = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local h = T .. 'e:' .. id
 local cur = redis.call('HMGET', h, 'st', 'tok', 'ent', 'ver', 'lx')
 if not cur[1] then return {'not-found'} end
 local tok = cur[2] or '0'
 if tok ~= token then return {'lease-lost', tok} end
-if cur[1] ~= 'pending' then return {'final', cur[1]} end
+if cur[1] ~= 'pending' then
+  -- The same call run again (go-redis runs a call again when its reply was lost) finds the
+  -- outcome it asks for already recorded under its lease: that is success.
+  local same = cur[1] == state
+  for i = 6, #ARGV, 2 do
+    if ARGV[i] ~= 'nxt' and redis.call('HGET', h, ARGV[i]) ~= ARGV[i + 1] then same = false end
+  end
+  if same then return {'ok'} end
+  return {'final', cur[1]}
+end
 local entity, version, member = cur[3] or '', cur[4] or '0', cur[5]
 
+-- Redis at maxmemory (noeviction) refuses a script's first write that may grow memory, and lets
+-- the later ones through: so the first write takes the event off the queue, and a delivery,
+-- which frees its body, is recorded even then.
+redis.call('ZREM', T .. 'q', id)
+if state == 'delivered' or state == 'superseded' then redis.call('HDEL', h, 'hdr', 'body') end -- only a dead letter is replayed
 redis.call('HSET', h, unpack(ARGV, 6))
 if entity ~= '' then
   redis.call('ZREM', T .. 'b:' .. entity, id)
@@ -21,11 +35,9 @@ if state == 'pending' then
   return {'ok'}
 end
 
-redis.call('ZREM', T .. 'q', id)
 redis.call('ZREM', T .. 's:pending', member)
 redis.call('ZADD', T .. 's:' .. state, 0, member)
 redis.call('HDEL', h, 'nxt')
-if state ~= 'dead' then redis.call('HDEL', h, 'hdr', 'body') end -- only a dead letter is replayed
 if state == 'delivered' and entity ~= '' then
   local wk = T .. 'w:' .. entity
   if newer(wk, version) then
@@ -44,6 +56,11 @@ redis.call('PEXPIRE', h, keep)
 local t = redis.call('TIME')
 local nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZADD', T .. 'x', nowMs + tonumber(keep), member)
+-- The listing and x expire with the last of their events (no sooner than keep from now), so a
+-- namespace gone quiet leaves nothing behind.
+for _, k in ipairs({T .. 'x', T .. 's:' .. state}) do
+  if redis.call('PTTL', k) < tonumber(keep) then redis.call('PEXPIRE', k, keep) end
+end
 local expired = redis.call('ZRANGEBYSCORE', T .. 'x', '-inf', nowMs, 'LIMIT', 0, 64)
 if #expired > 0 then
   redis.call('ZREM', T .. 'x', unpack(expired))

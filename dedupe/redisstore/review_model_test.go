@@ -1,0 +1,245 @@
+package redisstore
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookgate/hookgate/dedupe"
+)
+
+// handout is one event as a Lease call handed it out.
+type handout struct {
+	ev    *dedupe.Event
+	call  int
+	until time.Time
+}
+
+// TestReviewRandomTwoNodes runs random accepts, leases (random n, from two nodes), updates (in
+// time, after the lapse, or never), replays and lapses, and after every step checks the queue's
+// invariants in Redis and the lease's promises; at the end it drains the queue.
+func TestReviewRandomTwoNodes(t *testing.T) {
+	seeds := uint64(3) // REVIEW_SEEDS runs more
+	if n, err := strconv.Atoi(os.Getenv("REVIEW_SEEDS")); err == nil && n > 0 {
+		seeds = uint64(n)
+	}
+	for seed := uint64(1); seed <= seeds; seed++ {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { randomRun(t, seed, 400) })
+	}
+}
+
+func randomRun(t *testing.T, seed uint64, steps int) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	a, b := twoNodes(t)
+	nodes := []*Store{a, b}
+	tag, _ := a.tag(ns)
+	now := base
+	const leaseFor = 10 * time.Second
+	entities := []string{"", "e1", "e2", "e3"}
+	versions := map[string]int64{}
+	out := map[string]*handout{} // handed out, not yet updated by its holder
+	tokens := map[string]uint64{}
+	accepted, calls := 0, 0
+	var dead []string
+	var log []string
+	fail := func(format string, args ...any) {
+		t.Helper()
+		tail := log[max(0, len(log)-25):]
+		t.Fatalf("seed %d: "+format+"\nlast steps:\n%s", append([]any{seed}, append(args, strings.Join(tail, "\n"))...)...)
+	}
+	for step := range steps {
+		switch r := rng.IntN(100); {
+		case r < 30: // accept
+			ent := entities[rng.IntN(len(entities))]
+			id := "ev" + strconv.Itoa(accepted)
+			accepted++
+			c := claim(id)
+			if ent != "" {
+				versions[ent]++
+				c.Entity, c.Version = ent, versions[ent]
+			}
+			ev := queued(id, now)
+			ev.Entity, ev.Version = c.Entity, c.Version
+			got, err := nodes[rng.IntN(2)].Accept(ctx, c, ev, time.Hour)
+			if err != nil || got != dedupe.Claimed {
+				fail("accept %s: %v %v", id, got, err)
+			}
+			log = append(log, fmt.Sprintf("%d accept %s %s@%d", step, id, ent, c.Version))
+		case r < 60: // lease
+			n := 1 + rng.IntN(3)
+			node := rng.IntN(2)
+			calls++
+			evs, err := nodes[node].Lease(ctx, ns, now, n, leaseFor)
+			if err != nil {
+				fail("lease: %v", err)
+			}
+			log = append(log, fmt.Sprintf("%d node%d lease n=%d at +%v: %v", step, node, n, now.Sub(base), ids(evs)))
+			for _, ev := range evs {
+				if h := out[ev.ID]; h != nil && h.until.After(now) {
+					fail("%s handed out again at +%v within its lease (call %d until +%v)", ev.ID, now.Sub(base), h.call, h.until.Sub(base))
+				}
+				if ev.Entity != "" {
+					for _, h := range out {
+						if h.ev.Entity == ev.Entity && h.call != calls && h.until.After(now) {
+							fail("%s of %s handed out at +%v while %s of it is out on call %d until +%v",
+								ev.ID, ev.Entity, now.Sub(base), h.ev.ID, h.call, h.until.Sub(base))
+						}
+					}
+				}
+				if ev.LeaseToken != tokens[ev.ID]+1 {
+					fail("%s token %d, want %d", ev.ID, ev.LeaseToken, tokens[ev.ID]+1)
+				}
+				tokens[ev.ID] = ev.LeaseToken
+				out[ev.ID] = &handout{ev: ev, call: calls, until: now.Add(leaseFor)}
+			}
+		case r < 85: // a holder reports (maybe after its lease lapsed)
+			if len(out) == 0 {
+				continue
+			}
+			var h *handout
+			for _, x := range out { // any of them
+				h = x
+				if rng.IntN(3) == 0 {
+					break
+				}
+			}
+			ev := *h.ev
+			keep := time.Hour
+			switch s := rng.IntN(10); {
+			case s < 5:
+				ev.State = dedupe.Delivered
+			case s < 7:
+				ev.State, ev.NextAttempt, keep = dedupe.Pending, now.Add(time.Duration(rng.IntN(20))*time.Second), 0
+			case s < 9:
+				ev.State = dedupe.Dead
+			default:
+				ev.State = dedupe.Superseded
+			}
+			ev.Attempts++
+			err := nodes[rng.IntN(2)].Update(ctx, &ev, keep)
+			lost := ev.LeaseToken != tokens[ev.ID]
+			switch {
+			case lost && !errors.Is(err, dedupe.ErrLeaseLost):
+				fail("update of %s with a superseded token %d (latest %d): %v", ev.ID, ev.LeaseToken, tokens[ev.ID], err)
+			case !lost && err != nil:
+				fail("update of %s by its latest holder: %v", ev.ID, err)
+			}
+			log = append(log, fmt.Sprintf("%d update %s tok %d -> %s (err %v)", step, ev.ID, ev.LeaseToken, ev.State, err))
+			if out[ev.ID] == h {
+				delete(out, ev.ID)
+			}
+			if err == nil && ev.State == dedupe.Dead {
+				dead = append(dead, ev.ID)
+			}
+		case r < 88: // replay a dead letter
+			if len(dead) == 0 {
+				continue
+			}
+			i := rng.IntN(len(dead))
+			id := dead[i]
+			dead = append(dead[:i], dead[i+1:]...)
+			err := nodes[rng.IntN(2)].Replay(ctx, ns, id, now)
+			log = append(log, fmt.Sprintf("%d replay %s: %v", step, id, err))
+			if err != nil && !errors.Is(err, dedupe.ErrNotDead) {
+				fail("replay %s: %v", id, err)
+			}
+		case r < 94: // a holder dies: it never reports
+			for id, h := range out {
+				log = append(log, fmt.Sprintf("%d holder of %s (call %d) dies", step, id, h.call))
+				delete(out, id)
+				break
+			}
+		default: // time passes
+			now = now.Add(time.Duration(1+rng.IntN(8)) * time.Second)
+			log = append(log, fmt.Sprintf("%d now +%v", step, now.Sub(base)))
+		}
+		if msg := queueInvariants(a, tag, now); msg != "" {
+			fail("after step %d: %s", step, msg)
+		}
+	}
+	// Drain: time passes well beyond every lease and retry; every event must end final.
+	for round := range 200 {
+		now = now.Add(time.Minute)
+		evs, err := a.Lease(ctx, ns, now, 1000, leaseFor)
+		if err != nil {
+			fail("drain lease: %v", err)
+		}
+		for _, ev := range evs {
+			ev.State = dedupe.Delivered
+			if err := a.Update(ctx, ev, time.Hour); err != nil {
+				fail("drain update %s: %v", ev.ID, err)
+			}
+		}
+		pending, _ := a.Pending(ctx, ns)
+		if pending == 0 {
+			return
+		}
+		if round == 199 {
+			fail("after 200 drain rounds %d events are still pending: %s", pending, queueInvariants(a, tag, now))
+		}
+	}
+}
+
+// queueInvariants checks, in Redis: every Pending event is in the due queue or its entity's
+// waiting set, exactly one; both hold only Pending events; the pending listing counts exactly the
+// Pending events; an entity with waiting events is held, or has an event in the queue (else they
+// would wait for good). It returns what is wrong, or "".
+func queueInvariants(s *Store, tag string, now time.Time) string {
+	var problems []string
+	q, _ := s.client.ZRange(ctx, tag+"q", 0, -1).Result()
+	inQ := map[string]bool{}
+	for _, id := range q {
+		inQ[id] = true
+	}
+	keys, _ := s.client.Keys(ctx, tagGlob(tag)+"b:*").Result()
+	parked := map[string]string{}
+	for _, k := range keys {
+		ent := strings.TrimPrefix(k, tag+"b:")
+		members, _ := s.client.ZRange(ctx, k, 0, -1).Result()
+		for _, id := range members {
+			if inQ[id] {
+				problems = append(problems, id+" both queued and waiting")
+			}
+			parked[id] = ent
+		}
+		held, err := s.client.ZScore(ctx, tag+"L", ent).Result()
+		heldLive := err == nil && held > float64(now.UnixMicro())
+		queued := false
+		for _, id := range q {
+			if e, _ := s.client.HGet(ctx, tag+"e:"+id, fieldEntity).Result(); e == ent {
+				queued = true
+			}
+		}
+		if !heldLive && !queued && err != nil {
+			problems = append(problems, fmt.Sprintf("entity %s has %d waiting events, no hold and nothing queued: they wait for good", ent, len(members)))
+		}
+	}
+	evKeys, _ := s.client.Keys(ctx, tagGlob(tag)+"e:*").Result()
+	pending := 0
+	for _, k := range evKeys {
+		id := strings.TrimPrefix(k, tag+"e:")
+		st, _ := s.client.HGet(ctx, k, fieldState).Result()
+		_, isParked := parked[id]
+		if st == string(dedupe.Pending) {
+			pending++
+			if !inQ[id] && !isParked {
+				problems = append(problems, id+" is pending but neither queued nor waiting: never delivered")
+			}
+		} else if inQ[id] || isParked {
+			problems = append(problems, id+" is "+st+" but still queued or waiting")
+		}
+	}
+	listed, _ := s.client.ZCard(ctx, tag+"s:pending").Result()
+	if int(listed) != pending {
+		problems = append(problems, fmt.Sprintf("pending listing counts %d, %d events are pending", listed, pending))
+	}
+	return strings.Join(problems, "; ")
+}
+
+// tagGlob is tag with KEYS's special characters escaped.
+func tagGlob(tag string) string { return globEscape(tag) }

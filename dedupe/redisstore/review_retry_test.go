@@ -1,0 +1,139 @@
+package redisstore
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hookgate/hookgate/dedupe"
+)
+
+// dropProxy forwards TCP to addr; once armed, it drops the connection that carries the next
+// reply instead of forwarding it, as a network blip after Redis ran a command would. go-redis
+// then runs the command again on a new connection (caddymodule's client retries once).
+type dropProxy struct {
+	ln    net.Listener
+	armed atomic.Bool
+	wg    sync.WaitGroup
+}
+
+func newDropProxy(t *testing.T, addr string) *dropProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &dropProxy{ln: ln}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", addr)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.wg.Add(2)
+			go func() { defer p.wg.Done(); io.Copy(s, c); s.Close() }()
+			go func() {
+				defer p.wg.Done()
+				defer c.Close()
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := s.Read(buf)
+					if n > 0 && p.armed.CompareAndSwap(true, false) {
+						s.Close()
+						return // the reply is lost with the connection
+					}
+					if n > 0 {
+						if _, err := c.Write(buf[:n]); err != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
+	return p
+}
+
+// retryingStore is a store over the proxy with caddymodule's client settings (one retry).
+func retryingStore(t *testing.T, p *dropProxy, prefix string) *Store {
+	s := New(redis.NewClient(&redis.Options{Addr: p.ln.Addr().String(), MaxRetries: 1, ReadTimeout: 2 * time.Second}), prefix)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// A claim whose reply is lost and that go-redis retries must still be the caller's: the first
+// and only request for an event ID must not be answered 409 "still being processed" (and its
+// retries too, until the claim's lease lapses) because the retry found the caller's own claim.
+func TestReviewRetriedClaimIsStillClaimed(t *testing.T) {
+	p := newDropProxy(t, server.Addr)
+	s := retryingStore(t, p, newPrefix())
+	if _, err := s.Claim(ctx, claim("warm-up")); err != nil { // the server knows the script: EVALSHA runs it
+		t.Fatal(err)
+	}
+	p.armed.Store(true)
+	out, err := s.Claim(ctx, claim("only-once"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != dedupe.Claimed {
+		t.Fatalf("the only Claim of an ID, its reply lost and retried by the client: %v, want claimed", out)
+	}
+}
+
+// An Update recorded by Redis whose reply is lost must not report failure: the deliverer logs
+// "recording the event's state failed; it comes due again after its lease" for a delivered event.
+func TestReviewRetriedUpdateSucceeds(t *testing.T) {
+	p := newDropProxy(t, server.Addr)
+	s := retryingStore(t, p, newPrefix())
+	accept(t, s, claim("e0"), base)
+	accept(t, s, claim("e1"), base.Add(time.Millisecond))
+	evs := lease(t, s, base.Add(time.Second), 2)
+	evs[0].State = dedupe.Delivered
+	if err := s.Update(ctx, evs[0], time.Hour); err != nil { // the server knows the script: EVALSHA runs it
+		t.Fatal(err)
+	}
+	evs = evs[1:]
+	evs[0].State, evs[0].Attempts = dedupe.Delivered, 1
+	p.armed.Store(true)
+	if err := s.Update(ctx, evs[0], time.Hour); err != nil {
+		got, _ := s.Get(ctx, ns, "e1")
+		t.Fatalf("Update Delivered, its reply lost and retried by the client: %v (the event is %s)", err, got.State)
+	}
+}
+
+// A Lease whose reply is lost and that the client retries hands out nothing of what the lost
+// run leased: those events (and every other event of their entities) wait for the whole lease.
+func TestReviewRetriedLeaseStrandsNothing(t *testing.T) {
+	p := newDropProxy(t, server.Addr)
+	s := retryingStore(t, p, newPrefix())
+	accept(t, s, versioned("e1", "order", 1), base)
+	accept(t, s, versioned("e2", "order", 2), base.Add(time.Millisecond))
+	if _, err := s.Lease(ctx, "warm-up", base, 1, time.Minute); err != nil { // the server knows the script
+		t.Fatal(err)
+	}
+	p.armed.Store(true)
+	evs, err := s.Lease(ctx, ns, base.Add(time.Second), 1, time.Minute)
+	if err != nil && !errors.Is(err, io.EOF) {
+		t.Fatal(err)
+	}
+	if len(evs) == 0 {
+		t.Fatalf("Lease, its reply lost and retried by the client: nothing handed out (err %v); e1 is leased to nobody for a minute and e2 waits behind it", err)
+	}
+}
