@@ -1,43 +1,42 @@
 package caddymodule
 
-import (
-	"context"
-	"time"
+import "context"
 
-	"github.com/redis/go-redis/v9"
-)
-
-// callBudget bounds each command, its retry and its waits for a pooled connection included, by
-// one deadline: with a hung Redis (it accepts connections but never answers) and more requests
-// than connections, a request would otherwise wait for a connection, time out, be retried and
-// wait again, and the provider would time out before it got its 503.
-type callBudget time.Duration
-
-// redisCallBudget is a command's budget under options o: the reply's wait, tried twice.
-func redisCallBudget(o *redis.UniversalOptions) callBudget {
-	return callBudget(2 * o.ReadTimeout)
-}
-
-// DialHook implements redis.Hook.
-func (callBudget) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-// ProcessHook implements redis.Hook.
-func (b callBudget) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		ctx, cancel := context.WithTimeout(ctx, time.Duration(b))
+// within runs one call to the Redis store with a deadline of r.budget, and answers at the
+// deadline even if the call has not returned. A script queued on the client's auto-pipeliner
+// waits for its batch rather than for its context, and a command that times out is retried
+// after waiting for a connection again; with a hung Redis (it accepts connections but never
+// answers) and more requests than connections, a request would otherwise be held past the
+// provider's timeout instead of getting its 503. A call answered 503 at the deadline may still
+// complete: an event it queued is then a duplicate to the provider's retry, never lost.
+func within[T any](ctx context.Context, r *redisLedger, call func(context.Context) (T, error)) (T, error) {
+	bounded, cancel := context.WithTimeout(ctx, r.budget)
+	type result struct {
+		value T
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
 		defer cancel()
-		return next(ctx, cmd)
+		value, err := call(bounded)
+		done <- result{value, err}
+	}()
+	select {
+	case res := <-done:
+		return res.value, r.observe(ctx, res.err)
+	case <-bounded.Done():
+		select {
+		case res := <-done: // it answered just in time
+			return res.value, r.observe(ctx, res.err)
+		default:
+			var zero T
+			return zero, r.observe(ctx, bounded.Err())
+		}
 	}
 }
 
-// ProcessPipelineHook implements redis.Hook.
-func (b callBudget) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		ctx, cancel := context.WithTimeout(ctx, time.Duration(b))
-		defer cancel()
-		return next(ctx, cmds)
-	}
+// run is within for a call that returns only an error.
+func (r *redisLedger) run(ctx context.Context, call func(context.Context) error) error {
+	_, err := within(ctx, r, func(ctx context.Context) (struct{}, error) { return struct{}{}, call(ctx) })
+	return err
 }
-
-// Interface guards
-var _ redis.Hook = callBudget(0)

@@ -45,8 +45,8 @@ func (l redisDebugLog) Printf(_ context.Context, format string, v ...any) {
 func (p *pooledLedger) openRedis() store {
 	if p.ledger == nil {
 		client := redis.NewUniversalClient(p.redis.options)
-		client.AddHook(redisCallBudget(p.redis.options))
-		l := &redisLedger{Store: redisstore.New(client, p.redis.prefix), name: p.name, logger: p.logger}
+		l := &redisLedger{Store: redisstore.New(client, p.redis.prefix), name: p.name, logger: p.logger,
+			budget: 2 * p.redis.options.ReadTimeout}
 		p.ledger = l
 		l.checkPersistence()
 	}
@@ -61,6 +61,8 @@ type redisLedger struct {
 	*redisstore.Store
 	name   string // the store in logs (storeTarget.name)
 	logger *zap.Logger
+	// budget bounds each call (within): twice the read timeout.
+	budget time.Duration
 	down   atomic.Bool
 	// persistence is persistenceUnchecked until CheckPersistence has answered once.
 	persistence atomic.Int32
@@ -136,69 +138,70 @@ func (r *redisLedger) checkPersistence() {
 
 // Claim implements dedupe.Ledger.
 func (r *redisLedger) Claim(ctx context.Context, c dedupe.Claim) (dedupe.Outcome, error) {
-	o, err := r.Store.Claim(ctx, c)
-	return o, r.observe(ctx, err)
+	return within(ctx, r, func(ctx context.Context) (dedupe.Outcome, error) { return r.Store.Claim(ctx, c) })
 }
 
 // Done implements dedupe.Ledger.
 func (r *redisLedger) Done(ctx context.Context, c dedupe.Claim, ttl time.Duration) error {
-	return r.observe(ctx, r.Store.Done(ctx, c, ttl))
+	return r.run(ctx, func(ctx context.Context) error { return r.Store.Done(ctx, c, ttl) })
 }
 
 // Release implements dedupe.Ledger.
 func (r *redisLedger) Release(ctx context.Context, c dedupe.Claim) error {
-	return r.observe(ctx, r.Store.Release(ctx, c))
+	return r.run(ctx, func(ctx context.Context) error { return r.Store.Release(ctx, c) })
 }
 
 // Accept implements dedupe.Outbox.
 func (r *redisLedger) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, ttl time.Duration) (dedupe.Outcome, error) {
-	o, err := r.Store.Accept(ctx, c, ev, ttl)
-	return o, r.observe(ctx, err)
+	return within(ctx, r, func(ctx context.Context) (dedupe.Outcome, error) { return r.Store.Accept(ctx, c, ev, ttl) })
 }
 
 // Lease implements dedupe.Outbox.
 func (r *redisLedger) Lease(ctx context.Context, ns string, now time.Time, n int, lease time.Duration) ([]*dedupe.Event, error) {
-	evs, err := r.Store.Lease(ctx, ns, now, n, lease)
-	return evs, r.observe(ctx, err)
+	return within(ctx, r, func(ctx context.Context) ([]*dedupe.Event, error) { return r.Store.Lease(ctx, ns, now, n, lease) })
 }
 
 // Update implements dedupe.Outbox.
 func (r *redisLedger) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration) error {
-	return r.observe(ctx, r.Store.Update(ctx, ev, keep))
+	return r.run(ctx, func(ctx context.Context) error { return r.Store.Update(ctx, ev, keep) })
 }
 
 // DeliveredVersion implements dedupe.Outbox.
 func (r *redisLedger) DeliveredVersion(ctx context.Context, ns, entity string) (int64, bool, error) {
-	v, ok, err := r.Store.DeliveredVersion(ctx, ns, entity)
-	return v, ok, r.observe(ctx, err)
+	type found struct {
+		version int64
+		ok      bool
+	}
+	f, err := within(ctx, r, func(ctx context.Context) (found, error) {
+		v, ok, err := r.Store.DeliveredVersion(ctx, ns, entity)
+		return found{v, ok}, err
+	})
+	return f.version, f.ok, err
 }
 
 // Get implements dedupe.Outbox.
 func (r *redisLedger) Get(ctx context.Context, ns, id string) (*dedupe.Event, error) {
-	ev, err := r.Store.Get(ctx, ns, id)
-	return ev, r.observe(ctx, err)
+	return within(ctx, r, func(ctx context.Context) (*dedupe.Event, error) { return r.Store.Get(ctx, ns, id) })
 }
 
 // List implements dedupe.Outbox.
 func (r *redisLedger) List(ctx context.Context, ns string, state dedupe.State, after dedupe.Cursor, limit int) ([]*dedupe.Event, error) {
-	evs, err := r.Store.List(ctx, ns, state, after, limit)
-	return evs, r.observe(ctx, err)
+	return within(ctx, r, func(ctx context.Context) ([]*dedupe.Event, error) { return r.Store.List(ctx, ns, state, after, limit) })
 }
 
 // Replay implements dedupe.Outbox.
 func (r *redisLedger) Replay(ctx context.Context, ns, id string, now time.Time) error {
-	return r.observe(ctx, r.Store.Replay(ctx, ns, id, now))
+	return r.run(ctx, func(ctx context.Context) error { return r.Store.Replay(ctx, ns, id, now) })
 }
 
 // Pending is the namespace's backlog.
 func (r *redisLedger) Pending(ctx context.Context, ns string) (int, error) {
-	n, err := r.Store.Pending(ctx, ns)
-	return n, r.observe(ctx, err)
+	return within(ctx, r, func(ctx context.Context) (int, error) { return r.Store.Pending(ctx, ns) })
 }
 
 // PendingByNamespace counts the pending events of each namespace that has any.
 func (r *redisLedger) PendingByNamespace(ctx context.Context) (map[string]int, error) {
-	counts, err := r.Store.PendingByNamespace(ctx)
+	counts, err := r.Store.PendingByNamespace(ctx) // a SCAN of every master, not a request's wait
 	return counts, r.observe(ctx, err)
 }
 

@@ -163,7 +163,7 @@ func (st *Storage) redisTarget() (*redisTarget, error) {
 		ReadTimeout:   durationOr(st.ReadTimeout, defaultRedisReadTimeout),
 		WriteTimeout:  durationOr(st.WriteTimeout, defaultRedisWriteTimeout),
 		MaxRetries:    redisMaxRetries,
-		// Deadlines follow the context, which callBudget bounds (redisbudget.go).
+		// Deadlines follow the context, which within bounds (redisbudget.go).
 		ContextTimeoutEnabled: true,
 		DialerRetries:         1, // the command's retry redials; the client's default 5 tries delay the 503
 	}

@@ -24,7 +24,7 @@ func (s *Store) Claim(ctx context.Context, c dedupe.Claim) (dedupe.Outcome, erro
 	// The claim holds a token of this call: run again by go-redis after a lost reply, the
 	// script finds the claim its first run made, and answers Claimed again.
 	args := append([]any{millis(c.Lease), c.Entity, strconv.FormatInt(c.Version, 10), rand.Text()}, dedupeKeys(c)...)
-	res, err := claimScript.Run(ctx, s.client, claimKeys(t, c), args...).Text()
+	res, err := claimScript.Run(ctx, s.perRequest, claimKeys(t, c), args...).Text()
 	if err != nil {
 		return 0, fmt.Errorf("redisstore: claim: %w", err)
 	}
@@ -51,7 +51,7 @@ func (s *Store) Done(ctx context.Context, c dedupe.Claim, ttl time.Duration) err
 		return nil
 	}
 	args := append([]any{millis(ttl), c.Entity, strconv.FormatInt(c.Version, 10), millis(c.VersionTTL)}, ids...)
-	if err := doneScript.Run(ctx, s.client, claimKeys(t, c), args...).Err(); err != nil {
+	if err := doneScript.Run(ctx, s.perRequest, claimKeys(t, c), args...).Err(); err != nil {
 		return fmt.Errorf("redisstore: done: %w", err)
 	}
 	return nil
@@ -69,7 +69,7 @@ func (s *Store) Release(ctx context.Context, c dedupe.Claim) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	if err := releaseScript.Run(ctx, s.client, claimKeys(t, c), ids...).Err(); err != nil {
+	if err := releaseScript.Run(ctx, s.perRequest, claimKeys(t, c), ids...).Err(); err != nil {
 		return fmt.Errorf("redisstore: release: %w", err)
 	}
 	return nil

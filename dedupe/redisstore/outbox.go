@@ -56,7 +56,7 @@ func (s *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, de
 	for _, state := range []dedupe.State{dedupe.Pending, dedupe.Delivered, dedupe.Dead, dedupe.Superseded} {
 		keys = append(keys, t+"s:"+string(state))
 	}
-	res, err := acceptScript.Run(ctx, s.client, keys, args...).Text()
+	res, err := acceptScript.Run(ctx, s.perRequest, keys, args...).Text()
 	if err != nil {
 		return 0, fmt.Errorf("redisstore: accept: %w", err)
 	}
@@ -107,7 +107,7 @@ func (s *Store) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration
 	if ev.Entity != "" {
 		keys = append(keys, t+"o:"+ev.Entity, t+"b:"+ev.Entity, t+"L", t+"v:"+ev.Entity, t+"w:"+ev.Entity)
 	}
-	res, err := updateScript.Run(ctx, s.client, keys, args...).StringSlice()
+	res, err := updateScript.Run(ctx, s.perRequest, keys, args...).StringSlice()
 	if err != nil {
 		return fmt.Errorf("redisstore: update: %w", err)
 	}

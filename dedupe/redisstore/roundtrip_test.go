@@ -45,6 +45,10 @@ func TestEachOperationIsOneRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The auto-pipeliner's connection sends its handshake (HELLO, CLIENT SETINFO) once, on first use.
+	if err := s.Release(ctx, claim("warm-up")); err != nil {
+		t.Fatal(err)
+	}
 	c := versioned("sync", "cus_1", 1)
 	a := versioned("async", "cus_2", 1)
 	var leased *dedupe.Event
