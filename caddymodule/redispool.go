@@ -22,6 +22,15 @@ import (
 // 503 with this reason, and the pool logs the outage once, not once per request.
 var errRedisDown = &unavailableError{reason: "the shared ledger (Redis) is unavailable"}
 
+// errRedisFull is Redis at maxmemory refusing a write (noeviction): new events are refused while
+// deliveries, which free memory, go on; it is not an outage.
+var errRedisFull = &unavailableError{reason: "the shared ledger (Redis) is out of memory: new events are accepted once deliveries free room"}
+
+// fullQuiet is how long no write may have been refused for want of memory before a Redis that
+// was full is logged as having room again: refusals of new events and recorded deliveries
+// interleave while it is full.
+const fullQuiet = 10 * time.Second
+
 // persistenceCheckTimeout bounds the start-time read of Redis's persistence settings.
 const persistenceCheckTimeout = 10 * time.Second
 
@@ -64,6 +73,8 @@ type redisLedger struct {
 	// budget bounds each call (within): twice the read timeout.
 	budget time.Duration
 	down   atomic.Bool
+	// fullAt is when a write was last refused for want of memory (Unix ns); 0 when not full.
+	fullAt atomic.Int64
 	// persistence is persistenceUnchecked until CheckPersistence has answered once.
 	persistence atomic.Int32
 }
@@ -79,6 +90,12 @@ func (r *redisLedger) observe(ctx context.Context, err error) error {
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return err // the caller gave up: that says nothing of Redis
+	case err != nil && redis.IsOOMError(err):
+		if r.fullAt.Swap(time.Now().UnixNano()) == 0 {
+			r.logger.Warn("the shared ledger (Redis) is out of memory (maxmemory): new events are refused with 503 while deliveries free room",
+				zap.String("store", r.name), zap.Error(err))
+		}
+		return errRedisFull
 	case err != nil && redisUnreachable(err):
 		if r.down.CompareAndSwap(false, true) {
 			r.logger.Error("the shared ledger (Redis) is unavailable: hookgate routes on it answer 503 until it is back",
@@ -90,12 +107,15 @@ func (r *redisLedger) observe(ctx context.Context, err error) error {
 		r.logger.Info("the shared ledger (Redis) is back: hookgate routes on it accept events again", zap.String("store", r.name))
 		r.checkPersistence() // if Redis was down when first used
 	}
+	if at := r.fullAt.Load(); at != 0 && err == nil && time.Since(time.Unix(0, at)) > fullQuiet && r.fullAt.CompareAndSwap(at, 0) {
+		r.logger.Info("the shared ledger (Redis) has room again: hookgate routes on it accept events again", zap.String("store", r.name))
+	}
 	return err
 }
 
 // redisUnreachable reports whether err says Redis could not answer, rather than refused the call:
 // no connection, a timeout, or a server that cannot serve now (loading its data, failing over,
-// out of memory, refusing writes after a failed save, refusing the credentials).
+// refusing writes after a failed save, refusing the credentials). Out of memory is errRedisFull.
 func redisUnreachable(err error) bool {
 	var netErr net.Error
 	return errors.As(err, &netErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
@@ -103,7 +123,7 @@ func redisUnreachable(err error) bool {
 		errors.Is(err, redis.ErrPoolExhausted) ||
 		redis.IsLoadingError(err) || redis.IsReadOnlyError(err) || redis.IsClusterDownError(err) ||
 		redis.IsTryAgainError(err) || redis.IsMasterDownError(err) || redis.IsMaxClientsError(err) ||
-		redis.IsNoReplicasError(err) || redis.IsOOMError(err) || redis.HasErrorPrefix(err, "MISCONF") ||
+		redis.IsNoReplicasError(err) || redis.HasErrorPrefix(err, "MISCONF") ||
 		redis.IsAuthError(err) || redis.IsPermissionError(err)
 }
 

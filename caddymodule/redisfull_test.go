@@ -1,0 +1,53 @@
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/redistest"
+)
+
+// At maxmemory (noeviction) Redis refuses new events while deliveries go on: each refused
+// accept and each recorded delivery must not log the store going away and coming back, or a
+// full Redis under load writes two log lines per request.
+func TestRedisAtMaxmemoryRefusesEventsAndLogsOnce(t *testing.T) {
+	srv := startRedis(t, append(redistest.Durable, "maxmemory 4mb", "maxmemory-policy noeviction")...)
+	pool, logs := newTestRedisPool(t, srv.Addr)
+	ctx := context.Background()
+	body := []byte(strings.Repeat("x", 8<<10))
+	accept := func(id string) error {
+		ev := &dedupe.Event{ID: id, Method: "POST", URI: "/", Body: body, BodyBytes: len(body), AcceptedAt: time.Now()}
+		_, err := pool.Accept(ctx, dedupe.Claim{Namespace: "r", ID: id, Lease: time.Minute}, ev, time.Hour)
+		return err
+	}
+	var full error
+	for i := 0; i < 2000 && full == nil; i++ {
+		full = accept(fmt.Sprintf("evt_%d", i))
+	}
+	if !errors.Is(full, errRedisFull) {
+		t.Fatalf("accepting until Redis is full ended with %v, want errRedisFull", full)
+	}
+	for i := range 20 { // refusals and recorded deliveries, interleaved, as under load
+		if err := accept(fmt.Sprintf("evt_more_%d", i)); !errors.Is(err, errRedisFull) {
+			t.Fatalf("accept at maxmemory: %v, want errRedisFull", err)
+		}
+		leased, err := pool.Lease(ctx, "r", time.Now(), 1, time.Minute)
+		if err != nil || len(leased) != 1 {
+			t.Fatalf("lease at maxmemory: %d events, %v", len(leased), err)
+		}
+		leased[0].State = dedupe.Delivered
+		if err := pool.Update(ctx, leased[0], time.Hour); err != nil {
+			t.Fatalf("recording a delivery at maxmemory: %v", err)
+		}
+	}
+	if warn, other := countLogs(logs, zap.WarnLevel, "out of memory"), countLogs(logs, zap.ErrorLevel, "is unavailable")+countLogs(logs, zap.InfoLevel, "is back"); warn != 1 || other != 0 {
+		t.Fatalf("%d WARN lines for a full Redis and %d down/back lines, want 1 and 0: %v", warn, other, logs.All())
+	}
+}
