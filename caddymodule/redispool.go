@@ -166,7 +166,17 @@ func (r *redisLedger) checkPersistence() {
 
 // Claim implements dedupe.Ledger.
 func (r *redisLedger) Claim(ctx context.Context, c dedupe.Claim) (dedupe.Outcome, error) {
-	return r.stored(within(ctx, r, func(ctx context.Context) (dedupe.Outcome, error) { return r.Store.Claim(ctx, c) }))
+	// A claim made after its request was answered 503 is released: the provider's retry of the
+	// event would otherwise be refused as still being processed until the claim's lease lapsed
+	// (the auto-pipeliner sends a queued script though its caller has gone).
+	release := func(out dedupe.Outcome, err error) {
+		if err == nil && out == dedupe.Claimed {
+			ctx, cancel := context.WithTimeout(context.Background(), r.budget)
+			defer cancel()
+			_ = r.Store.Release(ctx, c)
+		}
+	}
+	return r.stored(withinOr(ctx, r, func(ctx context.Context) (dedupe.Outcome, error) { return r.Store.Claim(ctx, c) }, release))
 }
 
 // Done implements dedupe.Ledger.
