@@ -1,6 +1,9 @@
 package caddymodule
 
-import "context"
+import (
+	"context"
+	"sync/atomic"
+)
 
 // within runs one call to the Redis store with a deadline of r.budget, and answers at the
 // deadline even if the call has not returned. A script queued on the client's auto-pipeliner
@@ -10,28 +13,43 @@ import "context"
 // provider's timeout instead of getting its 503. A call answered 503 at the deadline may still
 // complete: an event it queued is then a duplicate to the provider's retry, never lost.
 func within[T any](ctx context.Context, r *redisLedger, call func(context.Context) (T, error)) (T, error) {
+	return withinOr(ctx, r, call, nil)
+}
+
+// withinOr is within, with late run on what the call returns if it completes after the caller
+// was answered at the deadline: it can undo what no request is waiting for any more.
+func withinOr[T any](ctx context.Context, r *redisLedger, call func(context.Context) (T, error), late func(T, error)) (T, error) {
 	bounded, cancel := context.WithTimeout(ctx, r.budget)
 	type result struct {
 		value T
 		err   error
 	}
+	const (
+		pending = iota
+		answered
+		gaveUp
+	)
+	var state atomic.Int32
 	done := make(chan result, 1)
 	go func() {
 		defer cancel()
 		value, err := call(bounded)
-		done <- result{value, err}
+		if state.CompareAndSwap(pending, answered) {
+			done <- result{value, err}
+		} else if late != nil {
+			late(value, err)
+		}
 	}()
 	select {
 	case res := <-done:
 		return res.value, r.observe(ctx, res.err)
 	case <-bounded.Done():
-		select {
-		case res := <-done: // it answered just in time
+		if !state.CompareAndSwap(pending, gaveUp) {
+			res := <-done // it answered just in time
 			return res.value, r.observe(ctx, res.err)
-		default:
-			var zero T
-			return zero, r.observe(ctx, bounded.Err())
 		}
+		var zero T
+		return zero, r.observe(ctx, bounded.Err())
 	}
 }
 

@@ -73,7 +73,8 @@ type redisLedger struct {
 	// budget bounds each call (within): twice the read timeout.
 	budget time.Duration
 	down   atomic.Bool
-	// fullAt is when a write was last refused for want of memory (Unix ns); 0 when not full.
+	// fullAt is when a write was last refused for want of memory (Unix ns); 0 when not full
+	// (cleared by stored).
 	fullAt atomic.Int64
 	// persistence is persistenceUnchecked until CheckPersistence has answered once.
 	persistence atomic.Int32
@@ -107,10 +108,17 @@ func (r *redisLedger) observe(ctx context.Context, err error) error {
 		r.logger.Info("the shared ledger (Redis) is back: hookgate routes on it accept events again", zap.String("store", r.name))
 		r.checkPersistence() // if Redis was down when first used
 	}
-	if at := r.fullAt.Load(); at != 0 && err == nil && time.Since(time.Unix(0, at)) > fullQuiet && r.fullAt.CompareAndSwap(at, 0) {
+	return err
+}
+
+// stored notes a call that stored a new event (a Claim or Accept answered Claimed): the only
+// proof that a full Redis has room again, which a read or a delivery's update is not. It logs
+// one INFO once no write has been refused for fullQuiet.
+func (r *redisLedger) stored(out dedupe.Outcome, err error) (dedupe.Outcome, error) {
+	if at := r.fullAt.Load(); at != 0 && err == nil && out == dedupe.Claimed && time.Since(time.Unix(0, at)) > fullQuiet && r.fullAt.CompareAndSwap(at, 0) {
 		r.logger.Info("the shared ledger (Redis) has room again: hookgate routes on it accept events again", zap.String("store", r.name))
 	}
-	return err
+	return out, err
 }
 
 // redisUnreachable reports whether err says Redis could not answer, rather than refused the call:
@@ -158,7 +166,17 @@ func (r *redisLedger) checkPersistence() {
 
 // Claim implements dedupe.Ledger.
 func (r *redisLedger) Claim(ctx context.Context, c dedupe.Claim) (dedupe.Outcome, error) {
-	return within(ctx, r, func(ctx context.Context) (dedupe.Outcome, error) { return r.Store.Claim(ctx, c) })
+	// A claim made after its request was answered 503 is released: the provider's retry of the
+	// event would otherwise be refused as still being processed until the claim's lease lapsed
+	// (the auto-pipeliner sends a queued script though its caller has gone).
+	release := func(out dedupe.Outcome, err error) {
+		if err == nil && out == dedupe.Claimed {
+			ctx, cancel := context.WithTimeout(context.Background(), r.budget)
+			defer cancel()
+			_ = r.Store.Release(ctx, c)
+		}
+	}
+	return r.stored(withinOr(ctx, r, func(ctx context.Context) (dedupe.Outcome, error) { return r.Store.Claim(ctx, c) }, release))
 }
 
 // Done implements dedupe.Ledger.
@@ -173,7 +191,7 @@ func (r *redisLedger) Release(ctx context.Context, c dedupe.Claim) error {
 
 // Accept implements dedupe.Outbox.
 func (r *redisLedger) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, ttl time.Duration) (dedupe.Outcome, error) {
-	return within(ctx, r, func(ctx context.Context) (dedupe.Outcome, error) { return r.Store.Accept(ctx, c, ev, ttl) })
+	return r.stored(within(ctx, r, func(ctx context.Context) (dedupe.Outcome, error) { return r.Store.Accept(ctx, c, ev, ttl) }))
 }
 
 // Lease implements dedupe.Outbox.

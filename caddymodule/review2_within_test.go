@@ -1,0 +1,80 @@
+package caddymodule
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/redistest"
+)
+
+// 500 requests on a hung Redis (SIGSTOP) each get their 503 at the deadline while `within`'s
+// goroutine waits on for the pipelined script. Once Redis answers again (SIGCONT), those
+// goroutines must end, and the claims the 503'd requests queued must not hold their events:
+// the provider's retry must be claimable, not refused as still being processed.
+func TestReview2HungRedisWithinLeavesNothingBehind(t *testing.T) {
+	srv := startRedis(t, redistest.Durable...)
+	pool, _ := newTestRedisPool(t, srv.Addr)
+	ctx := context.Background()
+	if _, err := pool.Claim(ctx, dedupe.Claim{Namespace: "r", ID: "warm", Lease: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	before := runtime.NumGoroutine()
+	if err := syscall.Kill(srv.Pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(srv.Pid(), syscall.SIGCONT) })
+
+	const inFlight = 500
+	var mu sync.Mutex
+	answers := map[string]int{}
+	var wg sync.WaitGroup
+	began := time.Now()
+	for i := range inFlight {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := pool.Claim(ctx, dedupe.Claim{Namespace: "r", ID: fmt.Sprintf("evt_%d", i), Lease: time.Minute})
+			mu.Lock()
+			answers[fmt.Sprint(err)]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	answered := time.Since(began)
+	during := runtime.NumGoroutine()
+	if err := syscall.Kill(srv.Pid(), syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	var after int
+	for deadline := time.Now().Add(45 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		if after = runtime.NumGoroutine(); after <= before+5 {
+			break
+		}
+	}
+	settled := time.Since(began)
+	t.Logf("answers %v in %v; goroutines before %d, after the 503s %d, %v after SIGCONT %d", answers, answered.Round(time.Millisecond),
+		before, during, (settled - answered).Round(time.Millisecond), after)
+	if after > before+5 {
+		t.Errorf("%d goroutines left %v after Redis answered again (%d before)", after, settled-answered, before)
+	}
+	held := 0
+	for i := range inFlight {
+		out, err := pool.Claim(ctx, dedupe.Claim{Namespace: "r", ID: fmt.Sprintf("evt_%d", i), Lease: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out != dedupe.Claimed {
+			held++
+		}
+	}
+	if held > 0 {
+		t.Errorf("%d of %d events answered 503 on the hung Redis are still held by the claims they queued: the provider's retry is refused (Processing) until the lease lapses", held, inFlight)
+	}
+}

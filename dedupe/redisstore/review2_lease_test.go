@@ -1,0 +1,93 @@
+package redisstore
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/hookgate/hookgate/dedupe"
+)
+
+// The chunked lease script against a queue mixing entries whose hash is missing, events of
+// entities held by a live lease, several events per entity and plain ones, leased with n from 1
+// to 5 and each leased event delivered before the next call: every event goes out exactly once,
+// the missing ones only once their hash is back.
+func TestReview2ChunkedLeaseHandsEachEventOutOnce(t *testing.T) {
+	for seed := uint64(1); seed <= 6; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 7))
+			s := newStore(t)
+			tag, _ := s.tag(ns)
+			want := map[string]bool{}
+			missing := map[string]string{}
+			for i := 0; i < 120; i++ {
+				id := fmt.Sprintf("e%03d", i)
+				entity := ""
+				if rng.IntN(3) > 0 {
+					entity = fmt.Sprintf("ent%d", rng.IntN(6))
+				}
+				acceptAt(t, s, id, entity, int64(i+1), base.Add(time.Duration(rng.IntN(40))*time.Millisecond))
+				want[id] = true
+				if rng.IntN(5) == 0 {
+					dump, err := s.client.Dump(ctx, tag+"e:"+id).Result()
+					if err != nil {
+						t.Fatal(err)
+					}
+					s.client.Del(ctx, tag+"e:"+id)
+					missing[id] = dump
+				}
+			}
+			got := map[string]int{}             // deliveries
+			liveUntil := map[string]time.Time{} // leases left to lapse
+			now := base.Add(time.Second)
+			for call := 0; call < 400 && len(got) < len(want); call++ {
+				if call == 60 { // the hashes come back
+					for id, dump := range missing {
+						if err := s.client.Restore(ctx, tag+"e:"+id, 0, dump).Err(); err != nil {
+							t.Fatal(err)
+						}
+					}
+					missing = nil
+				}
+				n := 1 + rng.IntN(5)
+				evs, err := s.Lease(ctx, ns, now, n, time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(evs) > n {
+					t.Fatalf("call %d: %d events for n=%d", call, len(evs), n)
+				}
+				for _, ev := range evs {
+					if _, gone := missing[ev.ID]; gone {
+						t.Fatalf("call %d handed out %s whose hash is missing", call, ev.ID)
+					}
+					if got[ev.ID] > 0 {
+						t.Fatalf("call %d handed out %s, delivered already", call, ev.ID)
+					}
+					if until, ok := liveUntil[ev.ID]; ok && now.Before(until) {
+						t.Fatalf("call %d handed out %s, whose lease runs to %v, at %v", call, ev.ID, until, now)
+					}
+				}
+				// Deliver all but, now and then, the last: its entity stays held till the lease lapses.
+				for i, ev := range evs {
+					if i == len(evs)-1 && rng.IntN(4) == 0 {
+						liveUntil[ev.ID] = now.Add(time.Minute)
+						continue
+					}
+					got[ev.ID]++
+					ev.State = dedupe.Delivered
+					if err := s.Update(ctx, ev, time.Hour); err != nil {
+						t.Fatalf("Update %s: %v", ev.ID, err)
+					}
+				}
+				now = now.Add(20 * time.Second) // a held lease lapses after three calls
+			}
+			for id := range want {
+				if got[id] != 1 {
+					t.Errorf("%s handed out %d times", id, got[id])
+				}
+			}
+		})
+	}
+}
