@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -22,9 +21,6 @@ import (
 // and restarted: every Accept answered Claimed (the handler's 2xx) must be in Redis afterwards,
 // holding its own body; every Accept answered Duplicate must be too (its only Accept).
 func TestReview2AcceptBurstAcrossKill(t *testing.T) {
-	// redistest starts redis-server with Pdeathsig, which Linux sends when the forking THREAD
-	// exits; keep this goroutine on its thread so a restarted server lives as long as the test.
-	runtime.LockOSThread()
 	srv, err := redistest.Start(filepath.Join(t.TempDir(), "redis"), redistest.Durable...)
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,7 +21,6 @@ import (
 // namespace's slot migrates key by key to another master: every Accept answered Claimed must be
 // stored whole (Get finds it with its body), each namespace's keys on the master owning its slot.
 func TestReview2ClusterAutoPipelineRoutesEachNamespace(t *testing.T) {
-	runtime.LockOSThread()
 	c, err := redistest.StartCluster(filepath.Join(t.TempDir(), "cluster"), 3, redistest.Durable...)
 	if err != nil {
 		t.Fatal(err)

@@ -61,7 +61,10 @@ func startOn(dir string, port int, config []string) (*Server, error) {
 		return nil, err
 	}
 	cmd := exec.Command("redis-server", confFile)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test
+	// Never outlive the test. Linux sends Pdeathsig when the forking *thread* exits, and Go ends
+	// a thread only when a goroutine that locked it (runtime.LockOSThread) returns: a test that
+	// locks its thread kills every server forked from that thread, others' included. Don't.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting redis-server: %w", err)
 	}
