@@ -95,18 +95,10 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	}
 	for d.NextBlock(0) {
 		sub := d.Val()
-		if dst, ok := strings[sub]; ok {
-			if !d.AllArgs(dst) {
-				return d.ArgErr()
-			}
-			continue
-		}
-		if dst, ok := durations[sub]; ok {
-			dur, err := durationArg(d, sub)
+		if handled, err := scalarOption(d, sub, strings, durations); handled {
 			if err != nil {
 				return err
 			}
-			*dst = dur
 			continue
 		}
 		if err := h.unmarshalCompound(d, sub); err != nil {

@@ -29,9 +29,9 @@ func unmarshalRedisStorage(d *caddyfile.Dispenser, st *Storage) error {
 	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		sub := d.Val()
-		if dst, ok := strings[sub]; ok {
-			if !d.AllArgs(dst) {
-				return d.ArgErr()
+		if handled, err := scalarOption(d, sub, strings, durations); handled {
+			if err != nil {
+				return err
 			}
 			continue
 		}
@@ -40,14 +40,6 @@ func unmarshalRedisStorage(d *caddyfile.Dispenser, st *Storage) error {
 				return d.ArgErr()
 			}
 			*dst = true
-			continue
-		}
-		if dst, ok := durations[sub]; ok {
-			dur, err := durationArg(d, sub)
-			if err != nil {
-				return err
-			}
-			*dst = dur
 			continue
 		}
 		if sub != "db" {

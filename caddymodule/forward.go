@@ -125,6 +125,23 @@ func unmarshalForward(d *caddyfile.Dispenser) (*Forward, error) {
 }
 
 // durationArg reads the one duration argument of subdirective sub.
+// scalarOption parses sub when it names one of the single-argument string or duration options,
+// and reports whether it did.
+func scalarOption(d *caddyfile.Dispenser, sub string, strs map[string]*string, durations map[string]*caddy.Duration) (bool, error) {
+	if dst, ok := strs[sub]; ok {
+		if !d.AllArgs(dst) {
+			return true, d.ArgErr()
+		}
+		return true, nil
+	}
+	if dst, ok := durations[sub]; ok {
+		dur, err := durationArg(d, sub)
+		*dst = dur
+		return true, err
+	}
+	return false, nil
+}
+
 func durationArg(d *caddyfile.Dispenser, sub string) (caddy.Duration, error) {
 	var raw string
 	if !d.AllArgs(&raw) {
