@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/internal/redistest"
@@ -18,22 +19,8 @@ import (
 // accept and each recorded delivery must not log the store going away and coming back, or a
 // full Redis under load writes two log lines per request.
 func TestRedisAtMaxmemoryRefusesEventsAndLogsOnce(t *testing.T) {
-	srv := startRedis(t, append(redistest.Durable, "maxmemory 4mb", "maxmemory-policy noeviction")...)
-	pool, logs := newTestRedisPool(t, srv.Addr)
+	pool, logs, accept := fullRedis(t)
 	ctx := context.Background()
-	body := []byte(strings.Repeat("x", 8<<10))
-	accept := func(id string) error {
-		ev := &dedupe.Event{ID: id, Method: "POST", URI: "/", Body: body, BodyBytes: len(body), AcceptedAt: time.Now()}
-		_, err := pool.Accept(ctx, dedupe.Claim{Namespace: "r", ID: id, Lease: time.Minute}, ev, time.Hour)
-		return err
-	}
-	var full error
-	for i := 0; i < 2000 && full == nil; i++ {
-		full = accept(fmt.Sprintf("evt_%d", i))
-	}
-	if !errors.Is(full, errRedisFull) {
-		t.Fatalf("accepting until Redis is full ended with %v, want errRedisFull", full)
-	}
 	for i := range 20 { // refusals and recorded deliveries, interleaved, as under load
 		if err := accept(fmt.Sprintf("evt_more_%d", i)); !errors.Is(err, errRedisFull) {
 			t.Fatalf("accept at maxmemory: %v, want errRedisFull", err)
@@ -50,4 +37,26 @@ func TestRedisAtMaxmemoryRefusesEventsAndLogsOnce(t *testing.T) {
 	if warn, other := countLogs(logs, zap.WarnLevel, "out of memory"), countLogs(logs, zap.ErrorLevel, "is unavailable")+countLogs(logs, zap.InfoLevel, "is back"); warn != 1 || other != 0 {
 		t.Fatalf("%d WARN lines for a full Redis and %d down/back lines, want 1 and 0: %v", warn, other, logs.All())
 	}
+}
+
+// fullRedis is a pool on a redis-server at its maxmemory (noeviction), filled by accepting 8 KiB
+// events in namespace "r" until one is refused, and accept, which queues one more there.
+func fullRedis(t *testing.T) (*pooledLedger, *observer.ObservedLogs, func(id string) error) {
+	t.Helper()
+	srv := startRedis(t, append(redistest.Durable, "maxmemory 4mb", "maxmemory-policy noeviction")...)
+	pool, logs := newTestRedisPool(t, srv.Addr)
+	body := []byte(strings.Repeat("x", 8<<10))
+	accept := func(id string) error {
+		ev := &dedupe.Event{ID: id, Method: "POST", URI: "/", Body: body, BodyBytes: len(body), AcceptedAt: time.Now()}
+		_, err := pool.Accept(context.Background(), dedupe.Claim{Namespace: "r", ID: id, Lease: time.Minute}, ev, time.Hour)
+		return err
+	}
+	var full error
+	for i := 0; i < 2000 && full == nil; i++ {
+		full = accept(fmt.Sprintf("evt_%d", i))
+	}
+	if !errors.Is(full, errRedisFull) {
+		t.Fatalf("accepting until Redis is full ended with %v, want errRedisFull", full)
+	}
+	return pool, logs, accept
 }

@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/hookgate/hookgate/dedupe"
-	"github.com/hookgate/hookgate/internal/redistest"
 )
 
 // A Redis at maxmemory that stays full, with a new event now and then (each refused) and a
@@ -19,22 +17,8 @@ import (
 // so the store must not log that Redis "has room again" and then that it is full again, two
 // lines per refused event, the very churn errRedisFull was to end.
 func TestReview2FullRedisNotReportedRoomyByReads(t *testing.T) {
-	srv := startRedis(t, append(redistest.Durable, "maxmemory 4mb", "maxmemory-policy noeviction")...)
-	pool, logs := newTestRedisPool(t, srv.Addr)
+	pool, logs, accept := fullRedis(t)
 	ctx := context.Background()
-	body := []byte(strings.Repeat("x", 8<<10))
-	accept := func(id string) error {
-		ev := &dedupe.Event{ID: id, Method: "POST", URI: "/", Body: body, BodyBytes: len(body), AcceptedAt: time.Now()}
-		_, err := pool.Accept(ctx, dedupe.Claim{Namespace: "r", ID: id, Lease: time.Minute}, ev, time.Hour)
-		return err
-	}
-	var full error
-	for i := 0; i < 2000 && full == nil; i++ {
-		full = accept(fmt.Sprintf("evt_%d", i))
-	}
-	if !errors.Is(full, errRedisFull) {
-		t.Fatalf("accepting until Redis is full ended with %v, want errRedisFull", full)
-	}
 	for second := 0; second <= int(fullQuiet/time.Second)+1; second++ {
 		if _, err := pool.Lease(ctx, "idle", time.Now(), 10, time.Minute); err != nil {
 			t.Fatalf("lease of an idle route at maxmemory: %v", err)
