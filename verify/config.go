@@ -10,66 +10,101 @@ import (
 const (
 	FormatSingle   = "single"
 	FormatStripe   = "stripe"
+	FormatPaddle   = "paddle"
 	FormatStandard = "standard"
 
-	EncodingHex    = "hex"
-	EncodingBase64 = "base64"
+	EncodingHex       = "hex"
+	EncodingBase64    = "base64"
+	EncodingBase64URL = "base64url" // URL-safe alphabet, no padding (Sanity)
 
-	AlgorithmSHA1   = "sha1"
-	AlgorithmSHA256 = "sha256"
-	AlgorithmSHA512 = "sha512"
+	AlgorithmSHA1      = "sha1"
+	AlgorithmSHA256    = "sha256"
+	AlgorithmSHA512    = "sha512"
+	AlgorithmEd25519   = "ed25519"    // a public-key signature: keys are public keys, not secrets
+	AlgorithmECDSAP256 = "ecdsa-p256" // ECDSA on P-256 over the SHA-256 of the signed bytes, DER-encoded
 
 	SecretRaw    = "raw"
 	SecretBase64 = "base64"
 	SecretWhsec  = "whsec"
+	SecretHex    = "hex"
 
 	UnitSeconds      = "s"
 	UnitMilliseconds = "ms"
+	UnitRFC3339      = "rfc3339"
+
+	HandshakeSlack   = "slack"
+	HandshakeZoom    = "zoom"
+	HandshakeDiscord = "discord"
+	HandshakeTwitch  = "twitch"
+	HandshakeLine    = "line"
 )
 
 // DefaultTolerance is the freshness window used when Config.Tolerance is 0.
 const DefaultTolerance = 5 * time.Minute
 
-// Config describes one HMAC signature scheme. Presets are Configs with the
+// Config describes one signature scheme. Presets are Configs with the
 // fields filled in; any field can be overridden.
 type Config struct {
 	// Scheme is the name reported as Hookgate-Verified: a preset name or "generic".
 	Scheme string
-	// SignatureHeader is the header carrying the signature(s).
+	// SignatureHeader is the header carrying the signature(s); several
+	// headers, comma-separated, when the provider signs with each of its keys
+	// in its own header (Box's primary and secondary).
 	SignatureHeader string
 	// Format is how the signature header is laid out:
-	//   "single" (default): the value is Prefix + encoded MAC; several header lines are allowed, any match wins.
-	//   "stripe": "t=<unix>,v1=<hex>[,v1=<hex>...][,v0=...]"; only v1 counts; the timestamp comes from t=.
-	//   "standard": a space-separated list of "v1,<base64>"; other versions such as "v1a,..." are ignored.
+	//   "single" (default): the value is Prefix + encoded signature; several header lines are allowed, any match wins.
+	//   "stripe": "t=<timestamp>,v1=<sig>[,v1=<sig>...]"; only SignatureKey items count; the timestamp comes from t=.
+	//   "paddle": "ts=<timestamp>;h1=<sig>[;h1=<sig>...]", the same with ";" and other names.
+	//   "standard": a space-separated list of "v1,<base64>" (HMAC) and "v1a,<base64>" (Ed25519) entries.
 	Format string
-	// Prefix precedes the encoded MAC in the single format, e.g. "sha256=" or "v0=".
+	// SignatureKey names the signature items of the stripe and paddle formats:
+	// default "v1" (stripe) or "h1" (paddle); ElevenLabs uses "v0".
+	SignatureKey string
+	// Prefix precedes the encoded signature in the single format, e.g. "sha256=" or "v0=".
 	Prefix string
-	// Encoding of the MAC in the header: "hex" (default) or "base64".
+	// Encoding of the signature in the header: "hex" (default), "base64", or
+	// "base64url" (URL-safe, unpadded).
 	Encoding string
-	// Algorithm is the HMAC hash: "sha256" (default), "sha1" or "sha512".
+	// Algorithm is "sha256" (default), "sha1" or "sha512" for an HMAC, or
+	// "ed25519" or "ecdsa-p256" for a provider that signs with a private key
+	// and publishes the public one.
 	Algorithm string
-	// SecretEncoding says how secrets are written: "raw" (default), "base64",
-	// or "whsec" (an optional "whsec_" prefix, then standard base64).
+	// SecretEncoding says how HMAC secrets are written: "raw" (default),
+	// "base64", "hex", or "whsec" (an optional "whsec_" prefix, then standard base64).
 	SecretEncoding string
-	// Signed is the template of the signed bytes over {id}, {timestamp} and {body}; default "{body}".
+	// Signed is the template of the signed bytes over {id}, {timestamp},
+	// {body}, {method}, {url} (the URL the provider called) and {params}
+	// (a form body's parameters, sorted, each name then value); default "{body}".
 	Signed string
-	// TimestampHeader is the header with the unix timestamp; "" when there is
-	// none (the stripe format takes it from t=).
+	// BodyHashParam is the query parameter of the signed URL that carries the
+	// hex SHA-256 of a body the template does not sign (Twilio's "bodySHA256").
+	BodyHashParam string
+	// TimestampHeader is the header with the signed timestamp; "" when there is
+	// none (the stripe and paddle formats carry it in the signature header).
 	TimestampHeader string
-	// TimestampUnit is "s" (default) or "ms".
+	// TimestampUnit is "s" (default), "ms" or "rfc3339". The timestamp is
+	// signed as it was sent.
 	TimestampUnit string
 	// IDHeader is the header with the event id; "" if there is none or the id comes from JSON.
 	IDHeader string
 	// IDJSON is the gjson path of the event id in the body. This package does
 	// not resolve it; it is carried for callers.
 	IDJSON string
+	// IDBodyDigest says the provider sends no event id, so callers use the
+	// SHA-256 of the body instead: a retry carries the same body.
+	IDBodyDigest bool
 	// Tolerance is the largest accepted |now - timestamp|, in both directions; 0 means DefaultTolerance.
 	Tolerance time.Duration
+	// Handshake names the provider's endpoint check that the receiver answers
+	// itself (see Verifier.Handshake): "slack", "zoom", "discord", "twitch",
+	// "line", or "" for none.
+	Handshake string
 }
 
 // Validate fills in defaults (Scheme "generic", Format single, Encoding hex,
 // Algorithm sha256, SecretEncoding raw, Signed "{body}", TimestampUnit s,
-// Tolerance 5m) and reports every configuration problem in words.
+// Tolerance 5m, SignatureKey per format) and reports every configuration
+// problem in words.
 func (c *Config) Validate() error {
 	c.fillDefaults()
 	var problems []error
@@ -77,22 +112,25 @@ func (c *Config) Validate() error {
 		problems = append(problems, fmt.Errorf(format, args...))
 	}
 
-	if !oneOf(c.Format, FormatSingle, FormatStripe, FormatStandard) {
-		report("unknown format %q: use single, stripe or standard", c.Format)
+	if !oneOf(c.Format, FormatSingle, FormatStripe, FormatPaddle, FormatStandard) {
+		report("unknown format %q: use single, stripe, paddle or standard", c.Format)
 	}
-	if !oneOf(c.Encoding, EncodingHex, EncodingBase64) {
-		report("unknown encoding %q: use hex or base64", c.Encoding)
+	if !oneOf(c.Encoding, EncodingHex, EncodingBase64, EncodingBase64URL) {
+		report("unknown encoding %q: use hex, base64 or base64url", c.Encoding)
 	}
-	if !oneOf(c.Algorithm, AlgorithmSHA256, AlgorithmSHA1, AlgorithmSHA512) {
-		report("unknown algorithm %q: use sha256, sha1 or sha512", c.Algorithm)
+	if !oneOf(c.Algorithm, AlgorithmSHA256, AlgorithmSHA1, AlgorithmSHA512, AlgorithmEd25519, AlgorithmECDSAP256) {
+		report("unknown algorithm %q: use sha256, sha1, sha512, ed25519 or ecdsa-p256", c.Algorithm)
 	}
-	if !oneOf(c.SecretEncoding, SecretRaw, SecretBase64, SecretWhsec) {
-		report("unknown secret encoding %q: use raw, base64 or whsec", c.SecretEncoding)
+	if !oneOf(c.SecretEncoding, SecretRaw, SecretBase64, SecretHex, SecretWhsec) {
+		report("unknown secret encoding %q: use raw, base64, hex or whsec", c.SecretEncoding)
 	}
-	if !oneOf(c.TimestampUnit, UnitSeconds, UnitMilliseconds) {
-		report("unknown timestamp unit %q: use s or ms", c.TimestampUnit)
+	if !oneOf(c.TimestampUnit, UnitSeconds, UnitMilliseconds, UnitRFC3339) {
+		report("unknown timestamp unit %q: use s, ms or rfc3339", c.TimestampUnit)
 	}
-	if c.SignatureHeader == "" {
+	if !oneOf(c.Handshake, "", HandshakeSlack, HandshakeZoom, HandshakeDiscord, HandshakeTwitch, HandshakeLine) {
+		report("unknown handshake %q: use slack, zoom, discord, twitch or line", c.Handshake)
+	}
+	if len(c.signatureHeaders()) == 0 {
 		report("no signature header: set SignatureHeader")
 	}
 	if c.Prefix != "" && c.Format != FormatSingle {
@@ -101,30 +139,47 @@ func (c *Config) Validate() error {
 	if c.Tolerance < 0 {
 		report("tolerance %v is negative", c.Tolerance)
 	}
+	if c.Format == FormatStandard && c.publicKeyScheme() {
+		report("the standard format's v1 entries are HMACs, not %s: its v1a entries are verified with Ed25519 public keys whatever the algorithm", c.Algorithm)
+	}
+	c.validateTemplate(report)
+	return errors.Join(problems...)
+}
 
+// validateTemplate checks that the signed template covers the body and has a source for every
+// placeholder it uses.
+func (c *Config) validateTemplate(report func(string, ...any)) {
 	template, err := parseTemplate(c.Signed)
 	if err != nil {
-		problems = append(problems, err)
+		report("%v", err)
+		return
 	}
+	inHeader := c.timestampInSignatureHeader()
 	if template.usesID && c.IDHeader == "" {
 		report("the signed template %q uses {id} but no IDHeader is set", c.Signed)
 	}
-	if template.usesTimestamp && c.TimestampHeader == "" && c.Format != FormatStripe {
+	if template.usesTimestamp && c.TimestampHeader == "" && !inHeader {
 		report("the signed template %q uses {timestamp} but there is no timestamp source: set TimestampHeader", c.Signed)
 	}
 	if c.TimestampHeader != "" && !template.usesTimestamp {
 		report("TimestampHeader %q is set but the signed template %q has no {timestamp}: an unsigned timestamp proves nothing", c.TimestampHeader, c.Signed)
 	}
-	if c.TimestampHeader != "" && c.Format == FormatStripe {
-		report("the stripe format takes its timestamp from t=, so TimestampHeader must be empty")
+	if c.TimestampHeader != "" && inHeader {
+		report("the %s format takes its timestamp from the signature header, so TimestampHeader must be empty", c.Format)
 	}
-	if c.Format == FormatStripe && !template.usesTimestamp {
-		report("the stripe format needs {timestamp} in the signed template: an unsigned timestamp proves nothing")
+	if inHeader && !template.usesTimestamp {
+		report("the %s format needs {timestamp} in the signed template: an unsigned timestamp proves nothing", c.Format)
 	}
-	if !template.usesBody {
+	switch {
+	case template.usesParams && c.BodyHashParam == "":
+		report("the signed template %q uses {params} but no BodyHashParam covers a body that is not a form", c.Signed)
+	case template.usesParams && !template.usesURL:
+		report("the signed template %q uses {params} but not {url}, which carries %s", c.Signed, c.BodyHashParam)
+	case !template.usesBody && !template.usesParams:
 		report("the signed template %q lacks {body}", c.Signed)
+	case c.BodyHashParam != "" && !template.usesParams:
+		report("BodyHashParam is set but the signed template %q has no {params}", c.Signed)
 	}
-	return errors.Join(problems...)
 }
 
 func (c *Config) fillDefaults() {
@@ -135,15 +190,38 @@ func (c *Config) fillDefaults() {
 	setDefault(&c.SecretEncoding, SecretRaw)
 	setDefault(&c.Signed, "{body}")
 	setDefault(&c.TimestampUnit, UnitSeconds)
+	switch c.Format {
+	case FormatStripe:
+		setDefault(&c.SignatureKey, "v1")
+	case FormatPaddle:
+		setDefault(&c.SignatureKey, "h1")
+	}
 	if c.Tolerance == 0 {
 		c.Tolerance = DefaultTolerance
 	}
 }
 
+// timestampInSignatureHeader reports whether the format carries the timestamp in the signature header.
+func (c *Config) timestampInSignatureHeader() bool {
+	return c.Format == FormatStripe || c.Format == FormatPaddle
+}
+
 // hasTimestamp reports whether the scheme carries a signed timestamp.
 // It is meaningful only on a validated Config.
 func (c *Config) hasTimestamp() bool {
-	return c.TimestampHeader != "" || c.Format == FormatStripe
+	return c.TimestampHeader != "" || c.timestampInSignatureHeader()
+}
+
+// publicKeyScheme reports whether the scheme's keys are public keys.
+func (c *Config) publicKeyScheme() bool {
+	return c.Algorithm == AlgorithmEd25519 || c.Algorithm == AlgorithmECDSAP256
+}
+
+// SignsURL reports whether the signed bytes include the method or the URL
+// the provider called, so callers must supply them in Message.
+func (c *Config) SignsURL() bool {
+	template, err := parseTemplate(c.Signed)
+	return err == nil && (template.usesURL || template.usesMethod)
 }
 
 func setDefault(field *string, value string) {

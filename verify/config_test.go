@@ -38,7 +38,10 @@ func TestPresetsValidate(t *testing.T) {
 }
 
 func TestPresetNames(t *testing.T) {
-	want := []string{"generic", "github", "shopify", "slack", "standard", "stripe", "svix"}
+	want := []string{"box", "clerk", "discord", "elevenlabs", "generic", "github", "gocardless", "hubspot",
+		"intercom", "lemonsqueezy", "line", "linear", "mux", "openai", "paddle", "razorpay", "resend", "sanity",
+		"sendgrid", "shopify", "slack", "square", "standard", "stripe", "svix", "twilio", "twitch", "typeform",
+		"workos", "zoom"}
 	if got := PresetNames(); !slices.Equal(got, want) {
 		t.Fatalf("PresetNames() = %v, want %v", got, want)
 	}
@@ -57,7 +60,7 @@ func TestValidateRejectsBadConfigs(t *testing.T) {
 		{"unknown format", func(c *Config) { c.Format = "jwt" }, `unknown format "jwt"`},
 		{"unknown encoding", func(c *Config) { c.Encoding = "base32" }, `unknown encoding "base32"`},
 		{"unknown algorithm", func(c *Config) { c.Algorithm = "md5" }, `unknown algorithm "md5"`},
-		{"unknown secret encoding", func(c *Config) { c.SecretEncoding = "hex" }, `unknown secret encoding "hex"`},
+		{"unknown secret encoding", func(c *Config) { c.SecretEncoding = "rot13" }, `unknown secret encoding "rot13"`},
 		{"unknown unit", func(c *Config) { c.TimestampUnit = "us" }, `unknown timestamp unit "us"`},
 		{"no signature header", func(c *Config) { c.SignatureHeader = "" }, "no signature header"},
 		{"id without header", func(c *Config) { c.Signed = "{id}.{body}" }, "uses {id} but no IDHeader"},

@@ -40,7 +40,7 @@ func (v *Verifier) SignedDigest(result Result, body []byte) [sha256.Size]byte {
 	state := digests.Get().(*digestState)
 	defer digests.Put(state)
 	state.hash.Reset()
-	v.template.writeTo(state.hash, state.scratch[:], result.ID, result.rawTimestamp, body)
+	v.template.writeTo(state.hash, state.scratch[:], &result.fields, body)
 	var sum [sha256.Size]byte
 	state.hash.Sum(sum[:0])
 	return sum

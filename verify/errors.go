@@ -20,6 +20,9 @@ const (
 	FutureTimestamp
 	// MissingID means the scheme signs an event id but the request carries none.
 	MissingID
+	// UnsignedBody means the signature does not cover the body as sent (Twilio:
+	// neither a form nor hashed into the signed URL).
+	UnsignedBody
 )
 
 // String returns the kind's name, e.g. "signature mismatch".
@@ -41,6 +44,8 @@ func (k ErrorKind) String() string {
 		return "future timestamp"
 	case MissingID:
 		return "missing id"
+	case UnsignedBody:
+		return "unsigned body"
 	default:
 		return "unknown verification error"
 	}

@@ -18,7 +18,7 @@ func FuzzParseStripe(f *testing.F) {
 	f.Add(" t = 1 , v1=, ,x")
 	f.Fuzz(func(t *testing.T, line string) {
 		var signatures signatureList
-		timestamp, err := parseStripe(line, &signatures)
+		timestamp, err := parseKeyed(line, stripeItems, &signatures)
 		if err != nil {
 			return
 		}
@@ -35,7 +35,7 @@ func FuzzParseStripe(f *testing.F) {
 			rebuilt.WriteString(",v1=" + signature)
 		}
 		var again signatureList
-		timestampAgain, err := parseStripe(rebuilt.String(), &again)
+		timestampAgain, err := parseKeyed(rebuilt.String(), stripeItems, &again)
 		if err != nil || timestampAgain != timestamp || !slices.Equal(again.all(), signatures.all()) {
 			t.Fatalf("%q parsed to (%q, %q) but its rebuild %q to (%q, %q, %v)",
 				line, timestamp, signatures.all(), rebuilt.String(), timestampAgain, again.all(), err)
@@ -49,7 +49,7 @@ func FuzzParseStandard(f *testing.F) {
 	f.Add(strings.Repeat("v1,x ", maxSignatures+1))
 	f.Fuzz(func(t *testing.T, list string) {
 		var signatures signatureList
-		if err := parseStandard(list, &signatures); err != nil {
+		if err := parseStandard(list, true, false, &signatures); err != nil {
 			if signatures.count != maxSignatures {
 				t.Fatalf("error %v before the list was full", err)
 			}
@@ -63,7 +63,7 @@ func FuzzParseStandard(f *testing.F) {
 			rebuilt = append(rebuilt, "v1,"+signature)
 		}
 		var again signatureList
-		if err := parseStandard(strings.Join(rebuilt, " "), &again); err != nil || !slices.Equal(again.all(), signatures.all()) {
+		if err := parseStandard(strings.Join(rebuilt, " "), true, false, &again); err != nil || !slices.Equal(again.all(), signatures.all()) {
 			t.Fatalf("%q parsed to %q but its rebuild to %q (%v)", list, signatures.all(), again.all(), err)
 		}
 	})

@@ -1,6 +1,14 @@
 package verify
 
 import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"testing"
@@ -16,22 +24,63 @@ func mustPreset(t testing.TB, name string) Config {
 	return c
 }
 
+// Fixed keys for the public-key schemes, whose secretFor is the private key.
+var (
+	testEd25519  = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{1}, ed25519.SeedSize))
+	testECDSA, _ = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+)
+
+// mustVerifier verifies with secrets, or, for a public-key scheme, with the
+// public keys of the private keys secretFor gives.
 func mustVerifier(t testing.TB, c Config, secrets ...string) *Verifier {
 	t.Helper()
-	v, err := New(c, secrets)
+	keys := Keys{Secrets: secrets}
+	if c.publicKeyScheme() {
+		keys = Keys{PublicKeys: publicKeysOf(t, c, secrets)}
+	}
+	v, err := NewFromKeys(c, keys)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	return v
 }
 
+// publicKeysOf returns the public keys, as the provider publishes them, of secretFor's private keys.
+func publicKeysOf(t testing.TB, c Config, privateKeys []string) []string {
+	t.Helper()
+	var keys []string
+	for _, private := range privateKeys {
+		if c.Algorithm == AlgorithmECDSAP256 {
+			key, err := decodeECDSAPrivateKey(private)
+			if err != nil {
+				t.Fatal(err)
+			}
+			der, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
+			keys = append(keys, base64.StdEncoding.EncodeToString(der))
+			continue
+		}
+		key, err := decodeEd25519PrivateKey(private)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, hex.EncodeToString(key.Public().(ed25519.PublicKey)))
+	}
+	return keys
+}
+
+// mustSign signs body as the provider would. A scheme that signs the URL is
+// signed for the empty URL, which Verify supplies; Twilio's body is sent as
+// a form, so its parameters are what is signed.
 func mustSign(t testing.TB, c Config, secret, id string, ts time.Time, body []byte) http.Header {
 	t.Helper()
-	h, err := Sign(c, secret, id, ts, body)
-	if err != nil {
+	m := &Message{Body: body, Header: http.Header{}}
+	if c.BodyHashParam != "" {
+		m.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if err := SignMessage(c, secret, id, ts, m); err != nil {
 		t.Fatalf("Sign: %v", err)
 	}
-	return h
+	return m.Header
 }
 
 // kindOf returns the ErrorKind of a verification error, 0 for nil, and fails
@@ -83,3 +132,8 @@ func flipMiddleByte(s string) string {
 	}
 	return string(b)
 }
+
+// stripeItems are the stripe format's item names.
+var stripeItems = keyedList{separator: ",", timestampKey: "t", signatureKey: "v1"}
+
+func (l *signatureList) all() []string { return l.encoded[:l.count] }

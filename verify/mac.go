@@ -46,10 +46,10 @@ func newKeyedMAC(newHash func() hash.Hash, key []byte) *keyedMAC {
 
 // compute runs fn with the MAC of the signed bytes. The slice passed to fn
 // is only valid during the call.
-func (k *keyedMAC) compute(t *signedTemplate, id, timestamp string, body []byte, fn func(mac []byte)) {
+func (k *keyedMAC) compute(t *signedTemplate, fields *signedFields, body []byte, fn func(mac []byte)) {
 	state := k.pool.Get().(*macState)
 	state.mac.Reset()
-	t.writeTo(state.mac, state.scratch[:], id, timestamp, body)
+	t.writeTo(state.mac, state.scratch[:], fields, body)
 	fn(state.mac.Sum(state.sum[:0]))
 	k.pool.Put(state)
 }

@@ -14,31 +14,38 @@ const maxSignatures = 16
 var errTooManySignatures = fmt.Errorf("more than %d signatures", maxSignatures)
 
 // signatureList collects the still-encoded signatures found in a header
-// without allocating; the strings alias the header values.
+// without allocating; the strings alias the header values. asymmetric marks
+// the standard format's "v1a" (Ed25519) entries.
 type signatureList struct {
-	encoded [maxSignatures]string
-	count   int
+	encoded    [maxSignatures]string
+	asymmetric [maxSignatures]bool
+	count      int
 }
 
-func (l *signatureList) add(encoded string) error {
+func (l *signatureList) add(encoded string, asymmetric bool) error {
 	if l.count == len(l.encoded) {
 		return errTooManySignatures
 	}
-	l.encoded[l.count] = encoded
+	l.encoded[l.count], l.asymmetric[l.count] = encoded, asymmetric
 	l.count++
 	return nil
 }
 
-func (l *signatureList) all() []string { return l.encoded[:l.count] }
+// keyedList names the items of a "t=<ts>,v1=<sig>" style header.
+type keyedList struct {
+	separator    string // between items: "," (stripe) or ";" (paddle)
+	timestampKey string // "t" or "ts"
+	signatureKey string // "v1", "h1", "v0", ...
+}
 
-// parseStripe reads one "t=<unix>,v1=<hex>[,v1=<hex>...][,v0=...]" header
-// line, adds every v1 value to signatures and returns the t= value ("" if
-// absent). Other keys are ignored; an item without "=" or two different t=
-// values make the line malformed.
-func parseStripe(line string, signatures *signatureList) (timestamp string, err error) {
+// parseKeyed reads one header line of keyed items, adds every signature
+// item to signatures and returns the timestamp item ("" if absent). Other
+// keys are ignored; an item without "=" or two different timestamps make
+// the line malformed.
+func parseKeyed(line string, list keyedList, signatures *signatureList) (timestamp string, err error) {
 	for rest := line; rest != ""; {
 		var item string
-		item, rest, _ = strings.Cut(rest, ",")
+		item, rest, _ = strings.Cut(rest, list.separator)
 		item = strings.TrimSpace(item)
 		if item == "" {
 			continue
@@ -48,13 +55,13 @@ func parseStripe(line string, signatures *signatureList) (timestamp string, err 
 			return "", fmt.Errorf("item %q is not key=value", truncate(item))
 		}
 		switch key {
-		case "t":
+		case list.timestampKey:
 			if timestamp != "" && timestamp != value {
-				return "", errors.New("it carries two different t= values")
+				return "", fmt.Errorf("it carries two different %s= values", list.timestampKey)
 			}
 			timestamp = value
-		case "v1":
-			if err := signatures.add(value); err != nil {
+		case list.signatureKey:
+			if err := signatures.add(value, false); err != nil {
 				return "", err
 			}
 		}
@@ -62,18 +69,18 @@ func parseStripe(line string, signatures *signatureList) (timestamp string, err 
 	return timestamp, nil
 }
 
-// parseStandard reads one space-separated "v1,<base64> v1,<base64>" list and
-// adds every v1 signature to signatures. Entries of other versions, such as
-// "v1a,...", and entries without a comma are ignored.
-func parseStandard(list string, signatures *signatureList) error {
+// parseStandard reads one space-separated "v1,<base64> v1a,<base64>" list
+// and adds the entries of the versions wanted. Entries of other versions
+// and entries without a comma are ignored.
+func parseStandard(list string, wantHMAC, wantEd25519 bool, signatures *signatureList) error {
 	for rest := list; rest != ""; {
 		var entry string
 		entry, rest = nextField(rest)
 		version, signature, found := strings.Cut(entry, ",")
-		if !found || version != "v1" {
+		if !found || !(version == "v1" && wantHMAC || version == "v1a" && wantEd25519) {
 			continue
 		}
-		if err := signatures.add(signature); err != nil {
+		if err := signatures.add(signature, version == "v1a"); err != nil {
 			return err
 		}
 	}
@@ -96,11 +103,19 @@ func parseSingle(line, prefix string) (encoded string, ok bool) {
 	return strings.CutPrefix(strings.TrimSpace(line), prefix)
 }
 
-// parseTimestamp reads a unix timestamp in unit "s" or "ms". Only plain
-// decimal digits are accepted: no sign, space, exponent or fraction.
+// parseTimestamp reads a timestamp in unit "s" or "ms", where only plain
+// decimal digits are accepted (no sign, space, exponent or fraction), or
+// "rfc3339".
 func parseTimestamp(raw, unit string) (time.Time, error) {
 	if raw == "" {
 		return time.Time{}, errors.New("it is empty")
+	}
+	if unit == UnitRFC3339 {
+		t, err := time.Parse(time.RFC3339Nano, raw)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("%q is not an RFC 3339 time", truncate(raw))
+		}
+		return t, nil
 	}
 	for i := 0; i < len(raw); i++ {
 		if raw[i] < '0' || raw[i] > '9' {

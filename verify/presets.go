@@ -3,7 +3,12 @@ package verify
 import (
 	"slices"
 	"strings"
+	"time"
 )
+
+// Each preset is its provider's scheme as the provider's own library signs
+// or checks it (see README, "Presets"); verify/oracle_test.go proves it
+// against those libraries.
 
 // standardWebhooks returns the Standard Webhooks scheme with its headers
 // named headerPrefix+"id", "timestamp" and "signature".
@@ -23,62 +28,179 @@ func standardWebhooks(scheme, headerPrefix string) Config {
 	}
 }
 
-var presets = map[string]Config{
-	"standard": standardWebhooks("standard", "webhook-"),
-	"svix":     standardWebhooks("svix", "svix-"),
-	"stripe": {
-		Scheme:          "stripe",
-		SignatureHeader: "Stripe-Signature",
+// timestampList returns a scheme whose header is "t=<ts>,v1=<hex>" over "{t}.{body}" (Stripe's).
+func timestampList(scheme, header, unit, idJSON string) Config {
+	return Config{
+		Scheme:          scheme,
+		SignatureHeader: header,
 		Format:          FormatStripe,
 		Encoding:        EncodingHex,
 		Algorithm:       AlgorithmSHA256,
-		SecretEncoding:  SecretRaw, // the whole "whsec_..." string is the key
+		SecretEncoding:  SecretRaw,
 		Signed:          "{timestamp}.{body}",
-		TimestampUnit:   UnitSeconds,
-		IDJSON:          "id",
+		TimestampUnit:   unit,
+		IDJSON:          idJSON,
 		Tolerance:       DefaultTolerance,
-	},
-	"github": {
-		Scheme:          "github",
-		SignatureHeader: "X-Hub-Signature-256",
+	}
+}
+
+// bodyHMAC returns a scheme that signs the body alone, with no timestamp.
+func bodyHMAC(scheme, header, prefix, encoding string) Config {
+	return Config{
+		Scheme:          scheme,
+		SignatureHeader: header,
 		Format:          FormatSingle,
-		Prefix:          "sha256=",
-		Encoding:        EncodingHex,
+		Prefix:          prefix,
+		Encoding:        encoding,
 		Algorithm:       AlgorithmSHA256,
 		SecretEncoding:  SecretRaw,
 		Signed:          "{body}",
-		IDHeader:        "X-GitHub-Delivery",
-	},
-	"shopify": {
-		Scheme:          "shopify",
-		SignatureHeader: "X-Shopify-Hmac-Sha256",
-		Format:          FormatSingle,
-		Encoding:        EncodingBase64,
-		Algorithm:       AlgorithmSHA256,
-		SecretEncoding:  SecretRaw,
-		Signed:          "{body}",
-		IDHeader:        "X-Shopify-Webhook-Id",
-	},
+	}
+}
+
+// with returns c after change, so a preset can say how it differs from its family.
+func with(c Config, change func(*Config)) Config {
+	change(&c)
+	return c
+}
+
+var presets = map[string]Config{
+	"standard": standardWebhooks("standard", "webhook-"),
+	"svix":     standardWebhooks("svix", "svix-"),
+	"resend":   standardWebhooks("resend", "svix-"),
+	"clerk":    standardWebhooks("clerk", "svix-"),
+	"openai":   standardWebhooks("openai", "webhook-"),
+
+	"stripe": timestampList("stripe", "Stripe-Signature", UnitSeconds, "id"), // the whole "whsec_..." string is the key
+	"mux":    timestampList("mux", "Mux-Signature", UnitSeconds, "id"),
+	"workos": timestampList("workos", "WorkOS-Signature", UnitMilliseconds, "id"),
+	"sanity": with(timestampList("sanity", "Sanity-Webhook-Signature", UnitMilliseconds, ""), func(c *Config) {
+		c.Encoding = EncodingBase64URL
+		c.IDHeader = "Idempotency-Key"
+	}),
+	"elevenlabs": with(timestampList("elevenlabs", "ElevenLabs-Signature", UnitSeconds, ""), func(c *Config) {
+		c.SignatureKey = "v0"
+		c.IDBodyDigest = true
+		c.Tolerance = 30 * time.Minute // its library's window
+	}),
+	"paddle": with(timestampList("paddle", "Paddle-Signature", UnitSeconds, "event_id"), func(c *Config) {
+		c.Format = FormatPaddle
+		c.Signed = "{timestamp}:{body}"
+	}),
+
+	"github": with(bodyHMAC("github", "X-Hub-Signature-256", "sha256=", EncodingHex), func(c *Config) {
+		c.IDHeader = "X-GitHub-Delivery"
+	}),
+	"shopify": with(bodyHMAC("shopify", "X-Shopify-Hmac-Sha256", "", EncodingBase64), func(c *Config) {
+		c.IDHeader = "X-Shopify-Webhook-Id"
+	}),
+	"linear": with(bodyHMAC("linear", "Linear-Signature", "", EncodingHex), func(c *Config) {
+		c.IDHeader = "Linear-Delivery"
+	}),
+	"razorpay": with(bodyHMAC("razorpay", "X-Razorpay-Signature", "", EncodingHex), func(c *Config) {
+		c.IDHeader = "X-Razorpay-Event-Id"
+	}),
+	"line": with(bodyHMAC("line", "X-Line-Signature", "", EncodingBase64), func(c *Config) {
+		c.IDJSON = "events.0.webhookEventId"
+		c.Handshake = HandshakeLine
+	}),
+	"gocardless": with(bodyHMAC("gocardless", "Webhook-Signature", "", EncodingHex), func(c *Config) {
+		c.IDJSON = "meta.webhook_id"
+	}),
+	"typeform": with(bodyHMAC("typeform", "Typeform-Signature", "sha256=", EncodingBase64), func(c *Config) {
+		c.IDJSON = "event_id"
+	}),
+	"lemonsqueezy": with(bodyHMAC("lemonsqueezy", "X-Signature", "", EncodingHex), func(c *Config) {
+		c.IDBodyDigest = true
+	}),
+	"intercom": with(bodyHMAC("intercom", "X-Hub-Signature", "sha1=", EncodingHex), func(c *Config) {
+		c.Algorithm = AlgorithmSHA1
+		c.IDJSON = "id"
+	}),
+	"square": with(bodyHMAC("square", "X-Square-Hmacsha256-Signature", "", EncodingBase64), func(c *Config) {
+		c.Signed = "{url}{body}"
+		c.IDJSON = "event_id"
+	}),
+	"twilio": with(bodyHMAC("twilio", "X-Twilio-Signature", "", EncodingBase64), func(c *Config) {
+		c.Algorithm = AlgorithmSHA1
+		c.Signed = "{url}{params}"
+		c.BodyHashParam = "bodySHA256"
+		c.IDHeader = "I-Twilio-Idempotency-Token"
+	}),
+
 	"slack": {
 		Scheme:          "slack",
 		SignatureHeader: "X-Slack-Signature",
-		Format:          FormatSingle,
 		Prefix:          "v0=",
-		Encoding:        EncodingHex,
-		Algorithm:       AlgorithmSHA256,
-		SecretEncoding:  SecretRaw,
 		Signed:          "v0:{timestamp}:{body}",
 		TimestampHeader: "X-Slack-Request-Timestamp",
-		TimestampUnit:   UnitSeconds,
 		IDJSON:          "event_id",
-		Tolerance:       DefaultTolerance,
+		Handshake:       HandshakeSlack,
 	},
+	"zoom": {
+		Scheme:          "zoom",
+		SignatureHeader: "X-Zm-Signature",
+		Prefix:          "v0=",
+		Signed:          "v0:{timestamp}:{body}",
+		TimestampHeader: "X-Zm-Request-Timestamp",
+		IDBodyDigest:    true,
+		Handshake:       HandshakeZoom,
+	},
+	"hubspot": {
+		Scheme:          "hubspot",
+		SignatureHeader: "X-HubSpot-Signature-v3",
+		Encoding:        EncodingBase64,
+		Signed:          "{method}{url}{body}{timestamp}",
+		TimestampHeader: "X-HubSpot-Request-Timestamp",
+		TimestampUnit:   UnitMilliseconds,
+		IDJSON:          "0.eventId",
+	},
+	"twitch": {
+		Scheme:          "twitch",
+		SignatureHeader: "Twitch-Eventsub-Message-Signature",
+		Prefix:          "sha256=",
+		Signed:          "{id}{timestamp}{body}",
+		TimestampHeader: "Twitch-Eventsub-Message-Timestamp",
+		TimestampUnit:   UnitRFC3339,
+		IDHeader:        "Twitch-Eventsub-Message-Id",
+		Tolerance:       10 * time.Minute, // Twitch's documented window
+		Handshake:       HandshakeTwitch,
+	},
+	"box": {
+		Scheme:          "box",
+		SignatureHeader: "Box-Signature-Primary, Box-Signature-Secondary",
+		Encoding:        EncodingBase64,
+		Signed:          "{body}{timestamp}",
+		TimestampHeader: "Box-Delivery-Timestamp",
+		TimestampUnit:   UnitRFC3339,
+		IDHeader:        "Box-Delivery-Id",
+		Tolerance:       10 * time.Minute, // its library's maximum age
+	},
+	"discord": {
+		Scheme:          "discord",
+		SignatureHeader: "X-Signature-Ed25519",
+		Algorithm:       AlgorithmEd25519,
+		Signed:          "{timestamp}{body}",
+		TimestampHeader: "X-Signature-Timestamp",
+		IDJSON:          "id",
+		Handshake:       HandshakeDiscord,
+	},
+	"sendgrid": {
+		Scheme:          "sendgrid",
+		SignatureHeader: "X-Twilio-Email-Event-Webhook-Signature",
+		Encoding:        EncodingBase64,
+		Algorithm:       AlgorithmECDSAP256,
+		Signed:          "{timestamp}{body}",
+		TimestampHeader: "X-Twilio-Email-Event-Webhook-Timestamp",
+		IDJSON:          "0.sg_event_id",
+	},
+
 	"generic": {Scheme: "generic"},
 }
 
-// Preset returns the Config of a known scheme by name (case-insensitive):
-// "standard", "svix", "stripe", "github", "shopify", "slack" or "generic".
-// The generic preset only names the scheme; its SignatureHeader must be set.
+// Preset returns the Config of a known scheme by name (case-insensitive);
+// PresetNames lists them. The generic preset only names the scheme; its
+// SignatureHeader must be set.
 func Preset(name string) (Config, bool) {
 	c, ok := presets[strings.ToLower(name)]
 	return c, ok

@@ -1,6 +1,9 @@
 package verify
 
 import (
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
 	"net/http"
 	"strings"
 	"testing"
@@ -31,8 +34,16 @@ func seedConfigs() map[string]Config {
 	}
 }
 
-// secretFor returns a secret written in the scheme's SecretEncoding.
+// secretFor returns a secret written in the scheme's SecretEncoding, or the
+// private key of a public-key scheme (see mustVerifier).
 func secretFor(c Config) string {
+	switch {
+	case c.Algorithm == AlgorithmEd25519:
+		return hex.EncodeToString(testEd25519.Seed())
+	case c.Algorithm == AlgorithmECDSAP256:
+		der, _ := x509.MarshalPKCS8PrivateKey(testECDSA)
+		return base64.StdEncoding.EncodeToString(der)
+	}
 	switch c.SecretEncoding {
 	case SecretWhsec:
 		return "whsec_" + "cm91bmQtdHJpcC1zZWNyZXQtZm9yLXRlc3Rz"
@@ -70,7 +81,7 @@ func TestSignVerifyRoundTrip(t *testing.T) {
 			if c.IDHeader != "" && result.ID != "evt_1" {
 				t.Errorf("ID = %q, want evt_1", result.ID)
 			}
-			hasTimestamp := c.TimestampHeader != "" || c.Format == FormatStripe
+			hasTimestamp := c.TimestampHeader != "" || c.timestampInSignatureHeader()
 			if hasTimestamp != !result.Timestamp.IsZero() {
 				t.Errorf("Timestamp = %v; scheme has a signed timestamp: %v", result.Timestamp, hasTimestamp)
 			}

@@ -2,7 +2,7 @@ package verify
 
 import (
 	"fmt"
-	"hash"
+	"io"
 	"strings"
 )
 
@@ -13,6 +13,9 @@ const (
 	idSegment
 	timestampSegment
 	bodySegment
+	methodSegment
+	urlSegment
+	paramsSegment
 )
 
 // segment is one piece of a signed-bytes template: a literal or a placeholder.
@@ -28,12 +31,23 @@ type signedTemplate struct {
 	usesID        bool
 	usesTimestamp bool
 	usesBody      bool
+	usesMethod    bool
+	usesURL       bool
+	usesParams    bool
+}
+
+// signedFields are the request's values a template can sign, besides the body.
+type signedFields struct {
+	id, timestamp, method, url, params string
 }
 
 var placeholders = map[string]segmentKind{
 	"id":        idSegment,
 	"timestamp": timestampSegment,
 	"body":      bodySegment,
+	"method":    methodSegment,
+	"url":       urlSegment,
+	"params":    paramsSegment,
 }
 
 // parseTemplate splits a template into literals and {id}, {timestamp},
@@ -57,13 +71,16 @@ func parseTemplate(text string) (signedTemplate, error) {
 		}
 		kind, known := placeholders[name]
 		if !known {
-			return t, fmt.Errorf("the signed template %q uses unknown placeholder {%s}: use {id}, {timestamp} or {body}", text, name)
+			return t, fmt.Errorf("the signed template %q uses unknown placeholder {%s}: use {id}, {timestamp}, {body}, {method}, {url} or {params}", text, name)
 		}
 		flushLiteral()
 		t.segments = append(t.segments, segment{kind: kind})
 		t.usesID = t.usesID || kind == idSegment
 		t.usesTimestamp = t.usesTimestamp || kind == timestampSegment
 		t.usesBody = t.usesBody || kind == bodySegment
+		t.usesMethod = t.usesMethod || kind == methodSegment
+		t.usesURL = t.usesURL || kind == urlSegment
+		t.usesParams = t.usesParams || kind == paramsSegment
 		i += width
 	}
 	flushLiteral()
@@ -89,28 +106,34 @@ func placeholderAt(text string) (name string, width int) {
 	return "", 0
 }
 
-// writeTo streams the signed bytes into mac. scratch is a caller-owned
+// writeTo streams the signed bytes into w. scratch is a caller-owned
 // buffer used to pass strings to the hash without allocating.
-func (t *signedTemplate) writeTo(mac hash.Hash, scratch []byte, id, timestamp string, body []byte) {
+func (t *signedTemplate) writeTo(w io.Writer, scratch []byte, fields *signedFields, body []byte) {
 	for _, s := range t.segments {
 		switch s.kind {
 		case literalSegment:
-			mac.Write(s.literal)
+			w.Write(s.literal)
 		case idSegment:
-			writeString(mac, scratch, id)
+			writeString(w, scratch, fields.id)
 		case timestampSegment:
-			writeString(mac, scratch, timestamp)
+			writeString(w, scratch, fields.timestamp)
 		case bodySegment:
-			mac.Write(body)
+			w.Write(body)
+		case methodSegment:
+			writeString(w, scratch, fields.method)
+		case urlSegment:
+			writeString(w, scratch, fields.url)
+		case paramsSegment:
+			writeString(w, scratch, fields.params)
 		}
 	}
 }
 
-// writeString writes s to mac through scratch, chunk by chunk.
-func writeString(mac hash.Hash, scratch []byte, s string) {
+// writeString writes s to w through scratch, chunk by chunk.
+func writeString(w io.Writer, scratch []byte, s string) {
 	for len(s) > 0 {
 		n := copy(scratch, s)
-		mac.Write(scratch[:n])
+		w.Write(scratch[:n])
 		s = s[n:]
 	}
 }

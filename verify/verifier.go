@@ -1,9 +1,8 @@
 package verify
 
 import (
-	"crypto/hmac"
-	"encoding/base64"
-	"encoding/hex"
+	"crypto/ecdsa"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,18 +11,29 @@ import (
 	"time"
 )
 
-// Verifier checks requests against one Config and its secrets. It is
+// Verifier checks requests against one Config and its keys. It is
 // immutable after New and safe for concurrent use.
 type Verifier struct {
 	config   Config
 	template signedTemplate
-	keys     []*keyedMAC // one per secret, in the order given
+	secrets  []secretKey // HMAC keys, in the order given
+	ed25519  []ed25519.PublicKey
+	ecdsa    []*ecdsa.PublicKey
+	keyed    keyedList // the stripe and paddle formats' item names
 
-	macSize      int
-	encodedSize  int // length of one encoded MAC in the header
-	signatureKey string
-	timestampKey string
-	idKey        string
+	macSize         int
+	encodedSize     int      // length of one encoded MAC in the header
+	signatureKeys   []string // canonical header names
+	timestampKey    string
+	idKey           string
+	signatureSource string // the signature header(s), for errors
+}
+
+// secretKey is one HMAC secret: a pool of keyed MACs, and the key for the
+// handshakes that answer with a MAC of their own (Zoom).
+type secretKey struct {
+	mac *keyedMAC
+	key []byte
 }
 
 // Result is what a successful verification learned about the request.
@@ -32,19 +42,32 @@ type Result struct {
 	ID string
 	// Timestamp is the signed timestamp, zero if the scheme has none.
 	Timestamp time.Time
-	// rawTimestamp is the timestamp as signed, for SignedDigest.
-	rawTimestamp string
+	// fields are the signed values, for SignedDigest.
+	fields signedFields
+	// secret is the index of the secret that matched, -1 for a public key.
+	secret int
+}
+
+// Keys are what a Verifier checks signatures with.
+type Keys struct {
+	// Secrets are HMAC secrets, written in the Config's SecretEncoding.
+	Secrets []string
+	// PublicKeys verify the Ed25519 or ECDSA signatures of schemes whose
+	// provider signs with a private key (and the standard format's v1a).
+	PublicKeys []string
 }
 
 // New validates a copy of c and decodes every secret per its SecretEncoding.
 // Several secrets allow rotation: a signature made with any of them passes.
 // Errors never include a secret.
 func New(c Config, secrets []string) (*Verifier, error) {
+	return NewFromKeys(c, Keys{Secrets: secrets})
+}
+
+// NewFromKeys is New for schemes that verify with public keys too.
+func NewFromKeys(c Config, keys Keys) (*Verifier, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
-	}
-	if len(secrets) == 0 {
-		return nil, errors.New("no secret configured: at least one is needed")
 	}
 	template, err := parseTemplate(c.Signed)
 	if err != nil {
@@ -52,20 +75,23 @@ func New(c Config, secrets []string) (*Verifier, error) {
 	}
 	newHash, macSize := hashFor(c.Algorithm)
 	v := &Verifier{
-		config:       c,
-		template:     template,
-		macSize:      macSize,
-		encodedSize:  encodedLen(c.Encoding, macSize),
-		signatureKey: textproto.CanonicalMIMEHeaderKey(c.SignatureHeader),
-		timestampKey: textproto.CanonicalMIMEHeaderKey(c.TimestampHeader),
-		idKey:        textproto.CanonicalMIMEHeaderKey(c.IDHeader),
+		config:          c,
+		template:        template,
+		macSize:         macSize,
+		encodedSize:     encodedLen(c.Encoding, macSize),
+		timestampKey:    textproto.CanonicalMIMEHeaderKey(c.TimestampHeader),
+		idKey:           textproto.CanonicalMIMEHeaderKey(c.IDHeader),
+		keyed:           keyedList{separator: ",", timestampKey: "t", signatureKey: c.SignatureKey},
+		signatureSource: strings.Join(c.signatureHeaders(), ", "),
 	}
-	for i, secret := range secrets {
-		key, err := decodeSecret(secret, c.SecretEncoding, i+1)
-		if err != nil {
-			return nil, err
-		}
-		v.keys = append(v.keys, newKeyedMAC(newHash, key))
+	if c.Format == FormatPaddle {
+		v.keyed.separator, v.keyed.timestampKey = ";", "ts"
+	}
+	for _, name := range c.signatureHeaders() {
+		v.signatureKeys = append(v.signatureKeys, textproto.CanonicalMIMEHeaderKey(name))
+	}
+	if err := v.addKeys(keys, newHash); err != nil {
+		return nil, err
 	}
 	return v, nil
 }
@@ -73,16 +99,31 @@ func New(c Config, secrets []string) (*Verifier, error) {
 // Config returns the validated Config, defaults filled in.
 func (v *Verifier) Config() Config { return v.config }
 
-// Verify checks the signature over the raw body with every secret and every
-// signature in the header, in constant time, then the freshness of the
-// signed timestamp if the scheme has one. Failures are *Error, returned with
-// a zero Result. A missing IDHeader value fails only when the id is signed.
+// Verify checks a request whose scheme signs neither its method nor its
+// URL; see VerifyMessage.
 func (v *Verifier) Verify(h http.Header, body []byte, now time.Time) (Result, error) {
+	return v.VerifyMessage(&Message{Header: h, Body: body}, now)
+}
+
+// VerifyMessage checks the signature over the raw body (and whatever else
+// the scheme signs) with every key and every signature in the header, in
+// constant time, then the freshness of the signed timestamp if the scheme
+// has one. Failures are *Error, returned with a zero Result. A missing
+// IDHeader value fails only when the id is signed.
+func (v *Verifier) VerifyMessage(m *Message, now time.Time) (Result, error) {
 	var offered offeredHeaders
-	if problem := v.readHeaders(h, &offered); problem != nil {
+	if problem := v.readHeaders(m.Header, &offered); problem != nil {
 		return Result{}, problem
 	}
-	if problem := v.matchAny(&offered, body); problem != nil {
+	offered.result.fields.method, offered.result.fields.url = m.Method, m.URL
+	if v.template.usesParams {
+		params, problem := v.bodyParams(m)
+		if problem != nil {
+			return Result{}, problem
+		}
+		offered.result.fields.params = params
+	}
+	if problem := v.matchAny(&offered, m.Body); problem != nil {
 		return Result{}, problem
 	}
 	if v.config.hasTimestamp() {
@@ -112,27 +153,19 @@ func (v *Verifier) CheckHeaders(h http.Header, now time.Time) error {
 	return nil
 }
 
-// offeredHeaders is what a request's headers offer for verification, read
-// without allocating.
-type offeredHeaders struct {
-	result  Result
-	decoded [maxSignatures][maxMACSize]byte // the signatures that decode, of which valid
-	valid   int
-}
-
 // readHeaders parses the signature, timestamp and id headers and decodes the
 // offered signatures, reporting in the order Verify always has: the
 // signature header, the timestamp, the id, then the signatures' encoding.
 func (v *Verifier) readHeaders(h http.Header, offered *offeredHeaders) *Error {
 	var signatures signatureList
-	stripeTimestamp, problem := v.collectSignatures(h[v.signatureKey], &signatures)
+	headerTimestamp, problem := v.collectSignatures(h, &signatures)
 	if problem != nil {
 		return problem
 	}
 	result := &offered.result
 	if v.config.hasTimestamp() {
-		rawTimestamp := stripeTimestamp
-		if v.config.Format != FormatStripe {
+		rawTimestamp := headerTimestamp
+		if !v.config.timestampInSignatureHeader() {
 			rawTimestamp = first(h[v.timestampKey])
 		}
 		if rawTimestamp == "" {
@@ -142,7 +175,7 @@ func (v *Verifier) readHeaders(h http.Header, offered *offeredHeaders) *Error {
 		if err != nil {
 			return failure(MalformedTimestamp, "malformed timestamp in "+v.timestampSource()+": "+err.Error())
 		}
-		result.Timestamp, result.rawTimestamp = timestamp, rawTimestamp
+		result.Timestamp, result.fields.timestamp = timestamp, rawTimestamp
 	}
 
 	if v.config.IDHeader != "" {
@@ -150,111 +183,64 @@ func (v *Verifier) readHeaders(h http.Header, offered *offeredHeaders) *Error {
 		if result.ID == "" && v.template.usesID {
 			return failure(MissingID, "missing event id: header "+v.config.IDHeader+" is absent or empty")
 		}
+		result.fields.id = result.ID
 	}
 
-	for _, signature := range signatures.all() {
-		if v.decodeSignature(signature, &offered.decoded[offered.valid]) {
+	for i := range signatures.count {
+		if v.decodeSignature(signatures.encoded[i], signatures.asymmetric[i], offered) {
 			offered.valid++
 		}
 	}
 	if offered.valid == 0 {
-		return failure(MalformedSignature, fmt.Sprintf("malformed signature in %s: expected %s of %d characters",
-			v.config.SignatureHeader, v.config.Encoding, v.encodedSize))
+		return failure(MalformedSignature, "malformed signature in "+v.signatureSource+": expected "+v.expectedSignature())
 	}
 	return nil
 }
 
 // collectSignatures gathers the encoded signatures from the signature
-// header lines and, for the stripe format, the t= timestamp.
-func (v *Verifier) collectSignatures(lines []string, signatures *signatureList) (stripeTimestamp string, problem *Error) {
-	header := v.config.SignatureHeader
-	if len(lines) == 0 {
-		return "", failure(MissingSignature, "missing signature: header "+header+" is absent")
+// header lines and, for the stripe and paddle formats, the timestamp.
+func (v *Verifier) collectSignatures(h http.Header, signatures *signatureList) (headerTimestamp string, problem *Error) {
+	present, withoutPrefix := false, 0
+	for _, key := range v.signatureKeys {
+		for _, line := range h[key] {
+			present = true
+			var err error
+			switch v.config.Format {
+			case FormatStripe, FormatPaddle:
+				var timestamp string
+				timestamp, err = parseKeyed(line, v.keyed, signatures)
+				if timestamp != "" && headerTimestamp != "" && timestamp != headerTimestamp {
+					err = errors.New("its lines carry different " + v.keyed.timestampKey + "= values")
+				}
+				if timestamp != "" {
+					headerTimestamp = timestamp
+				}
+			case FormatStandard:
+				err = parseStandard(line, len(v.secrets) > 0, len(v.ed25519) > 0, signatures)
+			default:
+				encoded, ok := parseSingle(line, v.config.Prefix)
+				switch {
+				case !ok && strings.TrimSpace(line) != "":
+					withoutPrefix++
+				case ok && encoded != "":
+					err = signatures.add(encoded, false)
+				}
+			}
+			if err != nil {
+				return "", failure(MalformedSignature, "malformed signature header "+v.signatureSource+": "+err.Error())
+			}
+		}
 	}
-	withoutPrefix := 0
-	for _, line := range lines {
-		var err error
-		switch v.config.Format {
-		case FormatStripe:
-			var timestamp string
-			timestamp, err = parseStripe(line, signatures)
-			if timestamp != "" && stripeTimestamp != "" && timestamp != stripeTimestamp {
-				err = errors.New("its lines carry different t= values")
-			}
-			if timestamp != "" {
-				stripeTimestamp = timestamp
-			}
-		case FormatStandard:
-			err = parseStandard(line, signatures)
-		default:
-			encoded, ok := parseSingle(line, v.config.Prefix)
-			switch {
-			case !ok && strings.TrimSpace(line) != "":
-				withoutPrefix++
-			case ok && encoded != "":
-				err = signatures.add(encoded)
-			}
-		}
-		if err != nil {
-			return "", failure(MalformedSignature, "malformed signature header "+header+": "+err.Error())
-		}
+	if !present {
+		return "", failure(MissingSignature, "missing signature: header "+v.signatureSource+" is absent")
 	}
 	if signatures.count == 0 {
 		if withoutPrefix > 0 {
-			return "", failure(MalformedSignature, fmt.Sprintf("malformed signature header %s: it does not start with %q", header, v.config.Prefix))
+			return "", failure(MalformedSignature, fmt.Sprintf("malformed signature header %s: it does not start with %q", v.signatureSource, v.config.Prefix))
 		}
-		return "", failure(MissingSignature, "missing signature: header "+header+" carries no "+v.signatureKind())
+		return "", failure(MissingSignature, "missing signature: header "+v.signatureSource+" carries no "+v.signatureKind())
 	}
-	return stripeTimestamp, nil
-}
-
-// matchAny compares each decoded signature, in constant time, with the MAC
-// computed under every secret.
-func (v *Verifier) matchAny(offered *offeredHeaders, body []byte) *Error {
-	result := &offered.result
-	matched := false
-	for _, key := range v.keys {
-		key.compute(&v.template, result.ID, result.rawTimestamp, body, func(mac []byte) {
-			for i := range offered.valid {
-				if hmac.Equal(mac, offered.decoded[i][:v.macSize]) {
-					matched = true
-				}
-			}
-		})
-		if matched {
-			return nil
-		}
-	}
-	return failure(SignatureMismatch, "signature mismatch: no signature in "+v.config.SignatureHeader+" matches the request")
-}
-
-// maxEncodedSize is the longest encoded MAC accepted: sha512 in hex.
-const maxEncodedSize = 2 * maxMACSize
-
-// decodeSignature decodes one encoded MAC into the start of dst. It reports
-// false if the text has the wrong length, alphabet or padding.
-func (v *Verifier) decodeSignature(encoded string, dst *[maxMACSize]byte) bool {
-	if len(encoded) != v.encodedSize {
-		return false
-	}
-	var text [maxEncodedSize]byte // fixed buffers: decoding a string without allocating
-	src := text[:copy(text[:], encoded)]
-	// Text of the right length can still decode to more than macSize bytes
-	// (unpadded base64: 88 characters are 66 bytes), so decode into a buffer
-	// sized for the text, not for the MAC, then check the size.
-	var decoded [maxEncodedSize]byte
-	var n int
-	var err error
-	if v.config.Encoding == EncodingBase64 {
-		n, err = base64.StdEncoding.Decode(decoded[:], src)
-	} else {
-		n, err = hex.Decode(decoded[:], src)
-	}
-	if err != nil || n != v.macSize {
-		return false
-	}
-	copy(dst[:], decoded[:n])
-	return true
+	return headerTimestamp, nil
 }
 
 func (v *Verifier) checkFreshness(timestamp, now time.Time) *Error {
@@ -269,28 +255,39 @@ func (v *Verifier) checkFreshness(timestamp, now time.Time) *Error {
 }
 
 func (v *Verifier) timestampSource() string {
-	if v.config.Format == FormatStripe {
-		return "the t= field of header " + v.config.SignatureHeader
+	if v.config.timestampInSignatureHeader() {
+		return "the " + v.keyed.timestampKey + "= field of header " + v.signatureSource
 	}
 	return "header " + v.config.TimestampHeader
 }
 
 func (v *Verifier) signatureKind() string {
 	switch v.config.Format {
-	case FormatStripe:
-		return "v1= signature"
+	case FormatStripe, FormatPaddle:
+		return v.config.SignatureKey + "= signature"
 	case FormatStandard:
-		return "v1, signature"
+		var kinds []string
+		if len(v.secrets) > 0 {
+			kinds = append(kinds, "v1,")
+		}
+		if len(v.ed25519) > 0 {
+			kinds = append(kinds, "v1a,")
+		}
+		return strings.Join(kinds, " or ") + " signature"
 	default:
 		return "signature"
 	}
 }
 
-func encodedLen(encoding string, macSize int) int {
-	if encoding == EncodingBase64 {
-		return base64.StdEncoding.EncodedLen(macSize)
+// signatureHeaders splits SignatureHeader into its header names.
+func (c *Config) signatureHeaders() []string {
+	var names []string
+	for name := range strings.SplitSeq(c.SignatureHeader, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			names = append(names, name)
+		}
 	}
-	return hex.EncodedLen(macSize)
+	return names
 }
 
 func first(values []string) string {

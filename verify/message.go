@@ -1,0 +1,84 @@
+package verify
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"mime"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// Message is one request as a scheme may sign it.
+type Message struct {
+	Header http.Header
+	Body   []byte
+	// Method is the request's method, for schemes that sign it (HubSpot).
+	Method string
+	// URL is the absolute URL the provider called, for schemes that sign it
+	// (Twilio, Square, HubSpot): behind a proxy, the public one, not the one
+	// the receiver sees.
+	URL string
+}
+
+// bodyParams returns what the {params} placeholder signs (Twilio): the
+// sorted parameters of a form body, each name then value; or, when the URL
+// carries BodyHashParam, nothing, once the body is found to hash to it.
+func (v *Verifier) bodyParams(m *Message) (string, *Error) {
+	if want, ok := queryValue(m.URL, v.config.BodyHashParam); ok {
+		sum := sha256.Sum256(m.Body)
+		var got [2 * sha256.Size]byte
+		hex.Encode(got[:], sum[:])
+		if !hmac.Equal(got[:], []byte(strings.ToLower(want))) {
+			return "", failure(UnsignedBody, "the body does not hash to the "+v.config.BodyHashParam+" the signed URL carries")
+		}
+		return "", nil
+	}
+	if media, _, _ := mime.ParseMediaType(m.Header.Get("Content-Type")); media != "application/x-www-form-urlencoded" {
+		return "", failure(UnsignedBody, "the signature covers no body: it is not a form and the URL carries no "+v.config.BodyHashParam)
+	}
+	form, err := url.ParseQuery(string(m.Body))
+	if err != nil {
+		return "", failure(UnsignedBody, "the form body does not parse: "+err.Error())
+	}
+	return sortedParams(form), nil
+}
+
+// sortedParams concatenates each parameter name with each of its distinct
+// values, names and values sorted, as Twilio signs them.
+func sortedParams(form url.Values) string {
+	var b strings.Builder
+	for _, name := range slices.Sorted(func(yield func(string) bool) {
+		for name := range form {
+			if !yield(name) {
+				return
+			}
+		}
+	}) {
+		values := slices.Clone(form[name])
+		slices.Sort(values)
+		for _, value := range slices.Compact(values) {
+			b.WriteString(name)
+			b.WriteString(value)
+		}
+	}
+	return b.String()
+}
+
+// queryValue returns the value of a query parameter of rawURL.
+func queryValue(rawURL, name string) (string, bool) {
+	if name == "" {
+		return "", false
+	}
+	_, query, found := strings.Cut(rawURL, "?")
+	if !found {
+		return "", false
+	}
+	values, err := url.ParseQuery(query)
+	if err != nil || !values.Has(name) {
+		return "", false
+	}
+	return values.Get(name), true
+}
