@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"crypto/ed25519"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
@@ -141,5 +142,56 @@ func TestSignRefusals(t *testing.T) {
 	}
 	if _, err := Sign(Config{}, "s", "", time.Now(), nil); err == nil {
 		t.Error("Sign with an invalid config: want an error")
+	}
+}
+
+// TestSignReproducesPublishedEd25519Signatures: Ed25519 is deterministic, so signing the
+// published examples with their private keys must give the published signatures byte for byte.
+func TestSignReproducesPublishedEd25519Signatures(t *testing.T) {
+	standard := mustPreset(t, "standard")
+	h, err := Sign(standard, "whsk_6Xb/dCcHpPea21PS1N9VY/NZW723CEc77N4rJCubMbfVKIDij2HKpMKkioLlX0dRqSKJp4AJ6p9lMicMFs6Kvg==",
+		"msg_p5jXN8AQM9LWM0D4loKWxJek", time.Unix(1614265330, 0), []byte(`{"test": 2432232314}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := h.Get("Webhook-Signature"), "v1a,hnO3f9T8Ytu9HwrXslvumlUpqtNVqkhqw/enGzPCXe5BdqzCInXqYXFymVJaA7AZdpXwVLPo3mNl8EM+m7TBAg=="; got != want {
+		t.Errorf("standard v1a: %s, want %s", got, want)
+	}
+	discord := mustPreset(t, "discord")
+	h, err = Sign(discord, strings.Repeat("01", 32), "", time.Unix(1700000000, 0), []byte(`{"id":"evt_1","type":"test"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := h.Get("X-Signature-Ed25519"), "cc5d21c5af68e4485c083cde91188fd6a287515414f6efa090f83846fc3892c6f7844f372cdda93d350d5315de035e7946a07694f11ee8b8606aaa53cab82b05"; got != want {
+		t.Errorf("discord: %s, want %s", got, want)
+	}
+}
+
+// TestStandardFormatTakesSecretsAndPublicKeysTogether: a Standard Webhooks route configured with
+// both accepts a v1 (HMAC) and a v1a (Ed25519) signature, and refuses each forged kind.
+func TestStandardFormatTakesSecretsAndPublicKeysTogether(t *testing.T) {
+	c := mustPreset(t, "standard")
+	secret := secretFor(c)
+	signingKey := "whsk_" + base64.StdEncoding.EncodeToString(testEd25519.Seed())
+	publicKey := "whpk_" + base64.StdEncoding.EncodeToString(testEd25519.Public().(ed25519.PublicKey))
+	v, err := NewFromKeys(c, Keys{Secrets: []string{secret}, PublicKeys: []string{publicKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"type":"test"}`)
+	now := time.Now()
+	for _, key := range []string{secret, signingKey} {
+		h := mustSign(t, c, key, "msg_1", now, body)
+		if _, err := v.Verify(h, body, now); err != nil {
+			t.Errorf("%.6s...: %v", h.Get("Webhook-Signature"), err)
+		}
+		if _, err := v.Verify(h, []byte(`{"type":"forged"}`), now); kindOf(t, err) != SignatureMismatch {
+			t.Errorf("%.6s... over a forged body: %v", h.Get("Webhook-Signature"), err)
+		}
+	}
+	hmacOnly := mustVerifier(t, c, secret)
+	h := mustSign(t, c, signingKey, "msg_1", now, body)
+	if _, err := hmacOnly.Verify(h, body, now); kindOf(t, err) != MissingSignature {
+		t.Errorf("a v1a signature on a route without public keys: %v, want missing signature", err)
 	}
 }
