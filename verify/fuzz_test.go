@@ -43,6 +43,48 @@ func FuzzParseStripe(f *testing.F) {
 	})
 }
 
+func FuzzParsePaddle(f *testing.F) {
+	paddle := keyedList{separator: ";", timestampKey: "ts", signatureKey: "h1"}
+	f.Add("ts=1698796800;h1=a300428748dce5c70e4da19bffd60769591ea969c99dea3105d0ec9612cf43f9")
+	f.Add("ts=1;h1=aa;h1=bb;ts=1")
+	f.Add("ts=1;ts=2")
+	f.Fuzz(func(t *testing.T, line string) {
+		var signatures signatureList
+		timestamp, err := parseKeyed(line, paddle, &signatures)
+		if err != nil {
+			return
+		}
+		rebuilt := "ts=" + timestamp
+		for _, signature := range signatures.all() {
+			if !strings.Contains(line, "h1="+signature) {
+				t.Fatalf("signature %q is not an h1= item of %q", signature, line)
+			}
+			rebuilt += ";h1=" + signature
+		}
+		var again signatureList
+		timestampAgain, err := parseKeyed(rebuilt, paddle, &again)
+		if err != nil || timestampAgain != timestamp || !slices.Equal(again.all(), signatures.all()) {
+			t.Fatalf("%q parsed to (%q, %q) but its rebuild %q to (%q, %q, %v)", line, timestamp, signatures.all(), rebuilt, timestampAgain, again.all(), err)
+		}
+	})
+}
+
+func FuzzParseRFC3339Timestamp(f *testing.F) {
+	f.Add("2023-11-14T22:13:20.000Z")
+	f.Add("2023-11-14T22:13:20+00:00")
+	f.Add("2023-11-14T22:13:20.123456789-08:00")
+	f.Fuzz(func(t *testing.T, raw string) {
+		ts, err := parseTimestamp(raw, UnitRFC3339)
+		if err != nil {
+			return
+		}
+		again, err := parseTimestamp(formatTimestamp(ts, UnitRFC3339), UnitRFC3339)
+		if err != nil || !again.Equal(ts) {
+			t.Fatalf("%q parsed to %v, which does not round-trip (%v, %v)", raw, ts, again, err)
+		}
+	})
+}
+
 func FuzzParseStandard(f *testing.F) {
 	f.Add(vectorFor(f, "standard").SignatureHeader)
 	f.Add("v1,a v1a,b  v2,c\tv1,d,e v1")
@@ -133,7 +175,7 @@ func FuzzVerify(f *testing.F) {
 	seed := func(c Config, secret string, h http.Header, body []byte, now time.Time) {
 		index := uint8(len(targets))
 		targets = append(targets, target{c, secret, mustVerifier(f, c, secret), now})
-		signature := h.Get(c.SignatureHeader)
+		signature := h.Get(c.signatureHeaders()[0])
 		f.Add(index, signature, h.Get(c.TimestampHeader), h.Get(c.IDHeader), body)
 		// The same text without its padding: the right length, more bytes.
 		f.Add(index, strings.ReplaceAll(signature, "=", "A"), h.Get(c.TimestampHeader), h.Get(c.IDHeader), body)
@@ -152,10 +194,16 @@ func FuzzVerify(f *testing.F) {
 		body := []byte(`{"id":"evt_1"}`)
 		seed(c, secretFor(c), mustSign(f, c, secretFor(c), "evt_1", signedAt, body), body, signedAt)
 	}
+	for _, name := range PresetNames() {
+		if c := mustPreset(f, name); name != "generic" {
+			body := []byte(`{"id":"evt_1"}`)
+			seed(c, secretFor(c), mustSign(f, c, secretFor(c), "evt_1", signedAt, body), body, signedAt)
+		}
+	}
 	f.Fuzz(func(t *testing.T, index uint8, signature, timestamp, id string, body []byte) {
 		target := targets[int(index)%len(targets)]
 		h := http.Header{}
-		h.Set(target.config.SignatureHeader, signature)
+		h.Set(target.config.signatureHeaders()[0], signature)
 		if target.config.TimestampHeader != "" {
 			h.Set(target.config.TimestampHeader, timestamp)
 		}
