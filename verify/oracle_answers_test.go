@@ -153,7 +153,7 @@ func oracleCases(t *testing.T) []oracleCase {
 // TestOracleAnswers proves the oracle before presets lean on it: for every provider, the
 // provider's own library accepts a correctly signed request (signed by the library itself where
 // it can sign, else by the documented scheme computed here) and rejects the same request with one
-// byte of the body changed.
+// byte of the body changed. A bad request gets a refusal, and the oracle keeps answering.
 func TestOracleAnswers(t *testing.T) {
 	requests, started := 0, time.Now()
 	for _, c := range oracleCases(t) {
@@ -199,7 +199,25 @@ func TestOracleAnswers(t *testing.T) {
 			requests += 3
 		})
 	}
-	elapsed := time.Since(started)
-	t.Logf("%d oracle requests in %v (%v a request, library loading included)",
-		requests, elapsed.Round(time.Millisecond), (elapsed / time.Duration(requests)).Round(time.Microsecond))
+	t.Run("bad requests", func(t *testing.T) {
+		for _, req := range []oracleRequest{
+			{Op: "verify", Provider: "nosuchprovider"},
+			{Op: "sign", Provider: "nosuchprovider"},
+			{Op: "nosuchop", Provider: "github"},
+			{Op: "verify", Provider: "twilio", URL: "not a url"},
+		} {
+			if resp := askOracle(t, req); resp.OK || resp.Error == "" {
+				t.Errorf("%+v: got %+v, want a refusal with a reason", req, resp)
+			}
+		}
+		// Still answering, in order, after the refusals.
+		if err := oracleVerify(t, oracleRequest{Provider: "github", Secret: "s", Body: "b"}); err == nil {
+			t.Error("github accepted an unsigned request")
+		}
+		requests += 5
+	})
+	elapsed := time.Since(started) - oracleStartup
+	t.Logf("oracle started and loaded every library in %v; then %d requests in %v (%v a request)",
+		oracleStartup.Round(time.Millisecond), requests, elapsed.Round(time.Millisecond),
+		(elapsed / time.Duration(requests)).Round(time.Microsecond))
 }

@@ -19,13 +19,17 @@ import (
 
 // The oracle is one node process (testdata/oracle/oracle.mjs) that answers sign and verify
 // requests with each provider's own published npm library, so presets are checked against the
-// provider's code rather than against our reading of its docs. It is started on first use and
-// stopped by TestMain.
+// provider's code rather than against our reading of its docs. It is started on first use (that
+// loads every library, ~8 s) and stopped by TestMain.
 
 const oracleDir = "testdata/oracle"
 
-// oracleTimeout bounds one answer; a provider's first request also loads its library (~3 s at most).
-const oracleTimeout = 60 * time.Second
+// oracleLoadTimeout bounds loading every library (~8 s on an idle machine); oracleTimeout bounds
+// one answer after that (well under 1 ms on an idle machine).
+const (
+	oracleLoadTimeout = 3 * time.Minute
+	oracleTimeout     = 30 * time.Second
+)
 
 // oracleRequest is one request line; see oracle.mjs for the protocol.
 type oracleRequest struct {
@@ -61,6 +65,7 @@ var (
 	oracleOnce    sync.Once
 	oracleProc    *oracleProcess
 	oracleStartEr error
+	oracleStartup time.Duration // from spawning node to every library loaded
 )
 
 // startOracle starts the node process; a missing node or node_modules is a setup error, never a skip.
@@ -98,27 +103,36 @@ func startOracle() (*oracleProcess, error) {
 			p.lines <- line
 		}
 	}()
+	// Load every library before the first test's request: a library loaded lazily would spend
+	// seconds between a test's signing and its verifying, and Paddle's allows only 5 s.
+	if _, err := p.ask(oracleRequest{Op: "load"}, oracleLoadTimeout); err != nil {
+		stopOracleProcess(p)
+		return nil, err
+	}
 	return p, nil
 }
 
 // stopOracle ends the node process if a test started it.
 func stopOracle() {
-	if oracleProc == nil {
-		return
+	if oracleProc != nil {
+		stopOracleProcess(oracleProc)
 	}
-	oracleProc.stdin.Close()
+}
+
+func stopOracleProcess(p *oracleProcess) {
+	p.stdin.Close()
 	done := make(chan struct{})
-	go func() { oracleProc.cmd.Wait(); close(done) }()
+	go func() { p.cmd.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
-		oracleProc.cmd.Process.Kill()
+		p.cmd.Process.Kill()
 		<-done
 	}
 }
 
 // ask sends one request and waits for its answer, in order.
-func (p *oracleProcess) ask(req oracleRequest) (oracleResponse, error) {
+func (p *oracleProcess) ask(req oracleRequest, timeout time.Duration) (oracleResponse, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.broken != nil {
@@ -142,10 +156,13 @@ func (p *oracleProcess) ask(req oracleRequest) (oracleResponse, error) {
 		if err := json.Unmarshal(answer, &resp); err != nil {
 			return oracleResponse{}, fmt.Errorf("oracle: bad answer %q: %w", answer, err)
 		}
+		if req.Op == "load" && !resp.OK {
+			return oracleResponse{}, fmt.Errorf("oracle: loading the providers' libraries: %s; node stderr: %s", resp.Error, p.stderr.String())
+		}
 		return resp, nil
-	case <-time.After(oracleTimeout):
+	case <-time.After(timeout):
 		p.broken = fmt.Errorf("oracle: no answer to a %s %s request in %v; node stderr: %s",
-			req.Op, req.Provider, oracleTimeout, p.stderr.String())
+			req.Op, req.Provider, timeout, p.stderr.String())
 		p.cmd.Process.Kill()
 		return oracleResponse{}, p.broken
 	}
@@ -174,11 +191,15 @@ func encodeOracleRequest(req oracleRequest) ([]byte, error) {
 
 func askOracle(t testing.TB, req oracleRequest) oracleResponse {
 	t.Helper()
-	oracleOnce.Do(func() { oracleProc, oracleStartEr = startOracle() })
+	oracleOnce.Do(func() {
+		began := time.Now()
+		oracleProc, oracleStartEr = startOracle()
+		oracleStartup = time.Since(began)
+	})
 	if oracleStartEr != nil {
 		t.Fatal(oracleStartEr)
 	}
-	resp, err := oracleProc.ask(req)
+	resp, err := oracleProc.ask(req, oracleTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}

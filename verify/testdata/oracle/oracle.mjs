@@ -18,8 +18,9 @@ import { createInterface } from 'node:readline';
 // Libraries log; stdout carries the protocol, so every console line goes to stderr.
 for (const level of ['log', 'info', 'warn', 'debug', 'trace']) console[level] = console.error;
 
-// Each library loads on its provider's first request (all of them together take ~9 s,
-// square and elevenlabs alone ~5 s), so a test of one provider pays only for its own.
+// Each library loads on its provider's first request (all of them together take ~8 s,
+// square and elevenlabs alone ~5 s), or all at once on {"op":"load"}, which the Go harness
+// sends first so that no library loads between a test's signing and its verifying.
 function lazy(load) {
   let value;
   return () => (value ??= load());
