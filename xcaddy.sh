@@ -32,13 +32,15 @@ run() {
 }
 
 # The full-disk test mounts a small ext4 image on a loop device (as root); the Redis tests start
-# their own redis-server processes (never the system service) and build a cluster with redis-cli.
+# their own redis-server processes (never the system service) and build a cluster with redis-cli;
+# verify's oracle tests run the providers' npm libraries under node.
 test_tools() {
 	local missing=()
 	command -v mkfs.ext4 >/dev/null || missing+=(e2fsprogs)
 	command -v losetup >/dev/null || missing+=(mount)
 	command -v redis-server >/dev/null || missing+=(redis-server)
 	command -v redis-cli >/dev/null || missing+=(redis-tools)
+	{ command -v node && command -v npm; } >/dev/null || missing+=(nodejs npm)
 	if [ ${#missing[@]} -gt 0 ]; then
 		apt-get update && apt-get install -y "${missing[@]}"
 	fi
@@ -46,6 +48,8 @@ test_tools() {
 
 run_tests() {
 	test_tools
+	# verify's provider-oracle tests drive the providers' own npm libraries, pinned by this lock.
+	[ -d verify/testdata/oracle/node_modules ] || (cd verify/testdata/oracle && npm ci)
 	build
 	gofmt_out=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 	if [ -n "$gofmt_out" ]; then
