@@ -150,7 +150,7 @@ func TestProviderVectors(t *testing.T) {
 				t.Errorf("a changed body: got %v, want a signature mismatch", err)
 			}
 			c := v.Config()
-			for _, signed := range vector.signedValues(c) {
+			for _, signed := range signedValues(c) {
 				changed := vector.message()
 				signed.change(changed.Header)
 				if _, err := v.VerifyMessage(changed, now); kindOf(t, err) != SignatureMismatch {
@@ -176,7 +176,7 @@ type signedValue struct {
 
 // signedValues are the header values besides the signature that the scheme signs, each with a
 // one-character change that keeps it well-formed.
-func (vector providerVector) signedValues(c Config) []signedValue {
+func signedValues(c Config) []signedValue {
 	var values []signedValue
 	if c.TimestampHeader != "" {
 		values = append(values, signedValue{"timestamp", func(h http.Header) {
