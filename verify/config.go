@@ -76,6 +76,9 @@ type Config struct {
 	// {body}, {method}, {url} (the URL the provider called) and {params}
 	// (a form body's parameters, sorted, each name then value); default "{body}".
 	Signed string
+	// URLPortOptional says the provider may sign the URL without the port it
+	// calls, or with the default port the URL omits; both are tried (Twilio).
+	URLPortOptional bool
 	// BodyHashParam is the query parameter of the signed URL that carries the
 	// hex SHA-256 of a body the template does not sign (Twilio's "bodySHA256").
 	BodyHashParam string

@@ -17,6 +17,11 @@ import (
 // maxSignatureSize is the longest decoded signature: a DER ECDSA P-256 signature.
 const maxSignatureSize = 72
 
+// maxAsymmetricSignatures bounds the public-key signatures of one request that are checked:
+// each costs a public-key verification per key (about 0.2 ms), and providers send one per
+// signing key, which is one, or two while they rotate it.
+const maxAsymmetricSignatures = 2
+
 // maxEncodedSize is the longest encoded signature accepted: sha512 or Ed25519 in hex.
 const maxEncodedSize = 2 * maxMACSize
 

@@ -25,7 +25,8 @@ type Message struct {
 
 // bodyParams returns what the {params} placeholder signs (Twilio): the
 // sorted parameters of a form body, each name then value; or, when the URL
-// carries BodyHashParam, nothing, once the body is found to hash to it.
+// carries BodyHashParam, nothing, once the body is found to hash to it; or
+// nothing for an empty body.
 func (v *Verifier) bodyParams(m *Message) (string, *Error) {
 	if want, ok := queryValue(m.URL, v.config.BodyHashParam); ok {
 		sum := sha256.Sum256(m.Body)
@@ -35,6 +36,9 @@ func (v *Verifier) bodyParams(m *Message) (string, *Error) {
 			return "", failure(UnsignedBody, "the body does not hash to the "+v.config.BodyHashParam+" the signed URL carries")
 		}
 		return "", nil
+	}
+	if len(m.Body) == 0 {
+		return "", nil // nothing to cover: a GET webhook's parameters are in its signed URL
 	}
 	if media, _, _ := mime.ParseMediaType(m.Header.Get("Content-Type")); media != "application/x-www-form-urlencoded" {
 		return "", failure(UnsignedBody, "the signature covers no body: it is not a form and the URL carries no "+v.config.BodyHashParam)
@@ -76,9 +80,34 @@ func queryValue(rawURL, name string) (string, bool) {
 	if !found {
 		return "", false
 	}
-	values, err := url.ParseQuery(query)
-	if err != nil || !values.Has(name) {
+	// A pair url.ParseQuery cannot read (a ";" separator, a bad escape) must not hide the
+	// others: the provider signed the hash whatever its neighbours.
+	values, _ := url.ParseQuery(query)
+	if !values.Has(name) {
 		return "", false
 	}
 	return values.Get(name), true
+}
+
+// portVariant returns rawURL without its port and user information, or,
+// when it has no port, with its scheme's default one.
+func portVariant(rawURL string) (string, bool) {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return "", false
+	}
+	u.User = nil
+	switch {
+	case u.Port() != "" && strings.Contains(u.Hostname(), ":"):
+		u.Host = "[" + u.Hostname() + "]" // IPv6
+	case u.Port() != "":
+		u.Host = u.Hostname()
+	case u.Scheme == "https":
+		u.Host += ":443"
+	case u.Scheme == "http":
+		u.Host += ":80"
+	default:
+		return "", false
+	}
+	return u.String(), true
 }

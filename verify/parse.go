@@ -104,8 +104,8 @@ func parseSingle(line, prefix string) (encoded string, ok bool) {
 }
 
 // parseTimestamp reads a timestamp in unit "s" or "ms", where only plain
-// decimal digits are accepted (no sign, space, exponent or fraction), or
-// "rfc3339".
+// decimal digits without a leading zero are accepted (no sign, space,
+// exponent or fraction), or "rfc3339".
 func parseTimestamp(raw, unit string) (time.Time, error) {
 	if raw == "" {
 		return time.Time{}, errors.New("it is empty")
@@ -121,6 +121,11 @@ func parseTimestamp(raw, unit string) (time.Time, error) {
 		if raw[i] < '0' || raw[i] > '9' {
 			return time.Time{}, fmt.Errorf("%q is not a whole number of %s", truncate(raw), unitName(unit))
 		}
+	}
+	if raw[0] == '0' && len(raw) > 1 {
+		// No provider writes one, and where the signed fields have no separator (HubSpot's
+		// {url}{body}{timestamp}) a leading zero would let a byte move between fields.
+		return time.Time{}, fmt.Errorf("%q has a leading zero", truncate(raw))
 	}
 	value, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil {

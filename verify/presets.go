@@ -125,6 +125,7 @@ var presets = map[string]Config{
 		c.Algorithm = AlgorithmSHA1
 		c.Signed = "{url}{params}"
 		c.BodyHashParam = "bodySHA256"
+		c.URLPortOptional = true
 		c.IDHeader = "I-Twilio-Idempotency-Token"
 	}),
 

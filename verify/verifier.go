@@ -123,7 +123,16 @@ func (v *Verifier) VerifyMessage(m *Message, now time.Time) (Result, error) {
 		}
 		offered.result.fields.params = params
 	}
-	if problem := v.matchAny(&offered, m.Body); problem != nil {
+	problem := v.matchAny(&offered, m.Body)
+	if problem != nil && v.config.URLPortOptional {
+		// The provider may have signed the URL without the port it calls, or with the default
+		// one it omits (Twilio drops the port of https URLs; its library tries both).
+		if other, ok := portVariant(m.URL); ok {
+			offered.result.fields.url = other
+			problem = v.matchAny(&offered, m.Body)
+		}
+	}
+	if problem != nil {
 		return Result{}, problem
 	}
 	if v.config.hasTimestamp() {
@@ -186,7 +195,14 @@ func (v *Verifier) readHeaders(h http.Header, offered *offeredHeaders) *Error {
 		result.fields.id = result.ID
 	}
 
+	asymmetric := 0
 	for i := range signatures.count {
+		if signatures.asymmetric[i] || v.config.publicKeyScheme() {
+			if asymmetric == maxAsymmetricSignatures {
+				continue
+			}
+			asymmetric++
+		}
 		if v.decodeSignature(signatures.encoded[i], signatures.asymmetric[i], offered) {
 			offered.valid++
 		}
