@@ -62,6 +62,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		signed           <template>               # over {id} {timestamp} {body} {method} {url} {params}
 //		timestamp_header <name>
 //		timestamp_unit   s|ms|rfc3339
+//		timestamp_json   <path>                   # a timestamp inside the signed body (linear)
 //		forward          <url> {                  # async mode
 //			max_attempts    <n>
 //			timeout         <duration>
@@ -93,6 +94,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		"signed":           &h.Signed,
 		"timestamp_header": &h.TimestampHeader,
 		"timestamp_unit":   &h.TimestampUnit,
+		"timestamp_json":   &h.TimestampJSON,
 	}
 	durations := map[string]*caddy.Duration{
 		"tolerance":   &h.Tolerance,

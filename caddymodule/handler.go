@@ -38,7 +38,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return out.reject(status, err.Error())
 	}
 	msg := h.message(r, body) // with the public URL, for schemes that sign it (publicurl.go)
-	verified, err := h.verifier.VerifyMessage(msg, time.Now())
+	verified, err := h.verify(msg, time.Now()) // bodytimestamp.go
 	if err != nil {
 		return out.reject(http.StatusUnauthorized, err.Error())
 	}

@@ -134,6 +134,10 @@ type Handler struct {
 	TimestampHeader string `json:"timestamp_header,omitempty"`
 	// TimestampUnit overrides the timestamp's unit: s, ms or rfc3339.
 	TimestampUnit string `json:"timestamp_unit,omitempty"`
+	// TimestampJSON overrides the JSON path (gjson syntax) of a timestamp inside the signed body,
+	// checked against tolerance like a signed timestamp header (Linear's webhookTimestamp).
+	// Default: the preset's; only linear has one.
+	TimestampJSON string `json:"timestamp_json,omitempty"`
 
 	verifier *verify.Verifier
 	scheme   string // sent as Hookgate-Verified
@@ -282,6 +286,7 @@ func (h *Handler) applyOverrides(cfg *verify.Config) {
 		&cfg.Signed:          h.Signed,
 		&cfg.TimestampHeader: h.TimestampHeader,
 		&cfg.TimestampUnit:   h.TimestampUnit,
+		&cfg.TimestampJSON:   h.TimestampJSON,
 	} {
 		if src != "" {
 			*dst = src

@@ -88,6 +88,11 @@ type Config struct {
 	// TimestampUnit is "s" (default), "ms" or "rfc3339". The timestamp is
 	// signed as it was sent.
 	TimestampUnit string
+	// TimestampJSON is the gjson path of a timestamp inside the signed body,
+	// for a provider that signs no timestamp header (Linear's
+	// webhookTimestamp). This package does not resolve it: callers pass its
+	// value to Verifier.CheckTimestamp.
+	TimestampJSON string
 	// IDHeader is the header with the event id; "" if there is none or the id comes from JSON.
 	IDHeader string
 	// IDJSON is the gjson path of the event id in the body. This package does
@@ -166,6 +171,9 @@ func (c *Config) validateTemplate(report func(string, ...any)) {
 	}
 	if c.TimestampHeader != "" && !template.usesTimestamp {
 		report("TimestampHeader %q is set but the signed template %q has no {timestamp}: an unsigned timestamp proves nothing", c.TimestampHeader, c.Signed)
+	}
+	if c.TimestampJSON != "" && (c.TimestampHeader != "" || inHeader) {
+		report("TimestampJSON is set but the scheme already has a signed timestamp: use one source")
 	}
 	if c.TimestampHeader != "" && inHeader {
 		report("the %s format takes its timestamp from the signature header, so TimestampHeader must be empty", c.Format)

@@ -96,6 +96,8 @@ var presets = map[string]Config{
 	}),
 	"linear": with(bodyHMAC("linear", "Linear-Signature", "", EncodingHex), func(c *Config) {
 		c.IDHeader = "Linear-Delivery"
+		c.TimestampJSON, c.TimestampUnit = "webhookTimestamp", UnitMilliseconds
+		c.Tolerance = time.Minute // its library's window
 	}),
 	"razorpay": with(bodyHMAC("razorpay", "X-Razorpay-Signature", "", EncodingHex), func(c *Config) {
 		c.IDHeader = "X-Razorpay-Event-Id"

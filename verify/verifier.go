@@ -259,6 +259,24 @@ func (v *Verifier) collectSignatures(h http.Header, signatures *signatureList) (
 	return headerTimestamp, nil
 }
 
+// CheckTimestamp checks a timestamp the caller found in the signed body at
+// Config.TimestampJSON: present, well-formed in the scheme's unit, and
+// within the tolerance of now. Failures are *Error.
+func (v *Verifier) CheckTimestamp(raw string, now time.Time) error {
+	source := "JSON field " + v.config.TimestampJSON
+	if raw == "" {
+		return failure(MissingTimestamp, "missing timestamp: "+source+" is absent or empty")
+	}
+	timestamp, err := parseTimestamp(raw, v.config.TimestampUnit)
+	if err != nil {
+		return failure(MalformedTimestamp, "malformed timestamp in "+source+": "+err.Error())
+	}
+	if problem := v.checkFreshness(timestamp, now); problem != nil {
+		return problem
+	}
+	return nil
+}
+
 func (v *Verifier) checkFreshness(timestamp, now time.Time) *Error {
 	tolerance := v.config.Tolerance
 	if age := now.Sub(timestamp); age > tolerance {
