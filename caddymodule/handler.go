@@ -37,7 +37,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if err != nil {
 		return out.reject(status, err.Error())
 	}
-	msg := h.message(r, body) // with the public URL, for schemes that sign it (publicurl.go)
+	msg := h.message(r, body)                  // with the public URL, for schemes that sign it (publicurl.go)
 	verified, err := h.verify(msg, time.Now()) // bodytimestamp.go
 	if err != nil {
 		return out.reject(http.StatusUnauthorized, err.Error())
