@@ -37,8 +37,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if err != nil {
 		return out.reject(status, err.Error())
 	}
-	msg := h.message(r, body)                  // with the public URL, for schemes that sign it (publicurl.go)
-	verified, err := h.verify(msg, time.Now()) // bodytimestamp.go
+	msg := h.message(r, body) // with the public URL, for schemes that sign it (publicurl.go)
+	verified, err := h.verify(msg, time.Now()) // and a timestamp inside the body (bodytimestamp.go)
 	if err != nil {
 		return out.reject(http.StatusUnauthorized, err.Error())
 	}
