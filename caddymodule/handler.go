@@ -37,8 +37,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if err != nil {
 		return out.reject(status, err.Error())
 	}
-	msg := h.message(r, body) // with the public URL, for schemes that sign it (publicurl.go)
-	verified, err := h.verify(msg, time.Now()) // and a timestamp inside the body (bodytimestamp.go)
+	// The public URL, for schemes that sign it (publicurl.go); a timestamp inside the body, for
+	// schemes that sign one there (bodytimestamp.go).
+	msg := h.message(r, body)
+	verified, err := h.verify(msg, time.Now())
 	if err != nil {
 		return out.reject(http.StatusUnauthorized, err.Error())
 	}
