@@ -22,8 +22,11 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens:
 //
 //	hookgate [<matcher>] {
-//		preset           standard|svix|stripe|github|shopify|slack|generic
+//		preset           <name>                   # one of verify.PresetNames(), or generic
 //		secret           <secret>                 # repeat to rotate
+//		public_key       <key>                    # instead of secret for discord, sendgrid; whpk_ beside it for standard
+//		public_url       <url>                    # the URL the provider calls (twilio, square, hubspot)
+//		handshake        off
 //		tolerance        <duration>
 //		name             <name>
 //		dedupe_ttl       <duration>
@@ -31,6 +34,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		lease            <duration>
 //		max_body         <size>
 //		id               header|json <name|path>
+//		id               body_sha256
 //		version          header|json <entity> header|json <version>
 //		version_ttl      <duration>
 //		storage          badger [<dir>] {
@@ -48,15 +52,16 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			write_timeout <duration>
 //			prefix        <key-prefix>
 //		}
-//		signature_header <name>
-//		signature_format single|stripe|standard
+//		signature_header <name>[,<name>...]      # quoted when several
+//		signature_format single|stripe|paddle|standard
+//		signature_key    <name>                   # the stripe/paddle item: v1, h1, v0...
 //		prefix           <text>
-//		encoding         hex|base64
-//		algorithm        sha256|sha1|sha512
-//		secret_encoding  raw|base64|whsec
-//		signed           <template>
+//		encoding         hex|base64|base64url
+//		algorithm        sha256|sha1|sha512|ed25519|ecdsa-p256
+//		secret_encoding  raw|base64|hex|whsec
+//		signed           <template>               # over {id} {timestamp} {body} {method} {url} {params}
 //		timestamp_header <name>
-//		timestamp_unit   s|ms
+//		timestamp_unit   s|ms|rfc3339
 //		forward          <url> {                  # async mode
 //			max_attempts    <n>
 //			timeout         <duration>
@@ -79,6 +84,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		"name":             &h.Name,
 		"signature_header": &h.SignatureHeader,
 		"signature_format": &h.SignatureFormat,
+		"signature_key":    &h.SignatureKey,
+		"public_url":       &h.PublicURL,
 		"prefix":           &h.Prefix,
 		"encoding":         &h.Encoding,
 		"algorithm":        &h.Algorithm,
@@ -117,12 +124,22 @@ func (h *Handler) unmarshalCompound(d *caddyfile.Dispenser, sub string) error {
 			return d.ArgErr()
 		}
 		h.Secrets = append(h.Secrets, s)
-	case "dedupe":
+	case "public_key":
+		var key string
+		if !d.AllArgs(&key) {
+			return d.ArgErr()
+		}
+		h.PublicKeys = append(h.PublicKeys, key)
+	case "dedupe", "handshake":
 		var v string
 		if !d.AllArgs(&v) || v != "off" {
-			return d.Err("dedupe takes one argument: off")
+			return d.Errf("%s takes one argument: off", sub)
 		}
-		h.DedupeOff = true
+		if sub == "dedupe" {
+			h.DedupeOff = true
+		} else {
+			h.HandshakeOff = true
+		}
 	case "max_body":
 		var raw string
 		if !d.AllArgs(&raw) {
@@ -134,8 +151,13 @@ func (h *Handler) unmarshalCompound(d *caddyfile.Dispenser, sub string) error {
 		}
 		h.MaxBody = int64(size)
 	case "id":
-		h.ID = new(Source)
-		if !d.AllArgs(&h.ID.From, &h.ID.Name) {
+		args := d.RemainingArgs()
+		switch {
+		case len(args) == 1 && args[0] == "body_sha256":
+			h.ID = &Source{From: args[0]}
+		case len(args) == 2:
+			h.ID = &Source{From: args[0], Name: args[1]}
+		default:
 			return d.ArgErr()
 		}
 	case "version":

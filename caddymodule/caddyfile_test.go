@@ -99,7 +99,7 @@ func TestProvisionErrorsAreClear(t *testing.T) {
 	}{
 		"no preset":         {Handler{Secrets: []string{"x"}}, "preset is required"},
 		"unknown preset":    {Handler{Preset: "paypal", Secrets: []string{"x"}}, `unknown preset "paypal"`},
-		"no secret":         {Handler{Preset: "github"}, "at least one secret"},
+		"no secret":         {Handler{Preset: "github"}, "no secret configured"},
 		"unset env secret":  {Handler{Preset: "github", Secrets: []string{"{env.HOOKGATE_NOT_SET_ANYWHERE}"}}, "HOOKGATE_NOT_SET_ANYWHERE} is empty"},
 		"no id source":      {Handler{Preset: "generic", SignatureHeader: "X-Sig", Secrets: []string{"{env.HOOKGATE_UNIT_SECRET}"}}, "has no event ID"},
 		"bad scheme field":  {Handler{Preset: "github", Encoding: "rot13", Secrets: []string{"x"}}, "rot13"},

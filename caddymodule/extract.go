@@ -1,6 +1,8 @@
 package caddymodule
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"time"
@@ -50,6 +52,9 @@ func (h *Handler) claimFor(r *http.Request, body []byte, verified verify.Result)
 func (s *Source) lookup(r *http.Request, body []byte) (string, error) {
 	var v string
 	switch s.From {
+	case "body_sha256": // signed with the body; a retry carries the same body
+		sum := sha256.Sum256(body)
+		return hex.EncodeToString(sum[:]), nil
 	case "header":
 		v = r.Header.Get(s.Name)
 	case "json":

@@ -16,7 +16,8 @@ import (
 
 // ServeHTTP is the story of one webhook (DESIGN.md §1): strip our headers, refuse on the headers
 // alone what can never verify, reserve the body's memory in the server's budget (bodybudget.go),
-// read the raw body, verify, extract the event, then either queue it durably and answer 202 (async
+// read the raw body, verify, answer the provider's endpoint check itself (never forwarded nor
+// recorded), extract the event, then either queue it durably and answer 202 (async
 // mode), or claim it in the ledger, hand it to the next handler, and mark it done or release it
 // (sync mode). An ID the signature does not cover is claimed together with the digest of the
 // signed bytes (replay.go).
@@ -36,9 +37,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if err != nil {
 		return out.reject(status, err.Error())
 	}
-	verified, err := h.verifier.Verify(r.Header, body, time.Now())
+	msg := h.message(r, body) // with the public URL, for schemes that sign it (publicurl.go)
+	verified, err := h.verifier.VerifyMessage(msg, time.Now())
 	if err != nil {
 		return out.reject(http.StatusUnauthorized, err.Error())
+	}
+	if reply, ok := h.verifier.Handshake(verified, msg); ok { // the provider's endpoint check
+		return out.handshake(h.scheme, reply)
 	}
 	claim, err := h.claimFor(r, body, verified)
 	if err != nil {

@@ -32,14 +32,38 @@ const (
 // Handler verifies, dedupes and version-checks incoming webhooks before handing them to the next
 // handler. Only authentic, fresh, new and not-stale requests get through.
 type Handler struct {
-	// Preset names the provider's signature scheme: standard, svix, stripe, github, shopify, slack
-	// or generic. Any scheme field below overrides the preset's value. Required.
+	// Preset names the provider's signature scheme: one of verify.PresetNames() (standard, svix,
+	// stripe, github, slack, discord, twilio, ... see the README's preset table) or generic. Any
+	// scheme field below overrides the preset's value. Required.
 	Preset string `json:"preset,omitempty"`
 
 	// Secrets are the signing secrets; a signature made with any of them is accepted, which is how a
 	// secret is rotated. `{env.*}` and `{file.*}` placeholders are expanded once at provision time.
-	// At least one is required.
+	// At least one is required, except by public-key schemes (discord, sendgrid), which take
+	// PublicKeys instead and refuse secrets.
 	Secrets []string `json:"secrets,omitempty"`
+
+	// PublicKeys are the provider's public keys, for schemes whose provider signs with a private
+	// key: a hex Ed25519 key (discord), a base64 SPKI ECDSA P-256 key (sendgrid), or `whpk_` keys
+	// that verify the v1a signatures of the standard format (standard, svix, ...) beside its HMAC
+	// secrets. Several allow rotation. `{env.*}` and `{file.*}` placeholders are expanded once at
+	// provision time. Required by discord and sendgrid; default: none.
+	PublicKeys []string `json:"public_keys,omitempty"`
+
+	// PublicURL is the URL the provider calls, for schemes that sign it (twilio, square, hubspot):
+	// behind a load balancer it is not the URL Caddy sees. It may hold Caddy placeholders, expanded
+	// per request; when it has no path, the request's original path and query
+	// ({http.request.orig_uri}) are appended. Default: built from the request, `https` if it came
+	// over TLS else `http`, its Host and its original URI; from a server's trusted_proxies,
+	// X-Forwarded-Proto and X-Forwarded-Host are honoured. Refused by schemes that do not sign the
+	// URL.
+	PublicURL string `json:"public_url,omitempty"`
+
+	// HandshakeOff turns off the answer to the provider's endpoint check (Slack url_verification,
+	// Zoom endpoint.url_validation, Discord PING, Twitch webhook_callback_verification, LINE's
+	// empty batch), which is then handled as an ordinary event. Default: false (the gateway
+	// answers a verified check itself and forwards nothing).
+	HandshakeOff bool `json:"handshake_off,omitempty"`
 
 	// Tolerance is how far the signed timestamp may be from now, in either direction.
 	// Default: 5m. Schemes without a signed timestamp skip this check.
@@ -64,8 +88,9 @@ type Handler struct {
 	// At most 7 MiB on an async route (see maxAsyncBody), and at most the server's body_budget.
 	MaxBody int64 `json:"max_body,omitempty"`
 
-	// ID says where the event ID is: a header or a JSON path (gjson syntax) in the body.
-	// Default: the preset's.
+	// ID says where the event ID is: a header, a JSON path (gjson syntax) in the body, or the
+	// body's SHA-256 (body_sha256) for providers that send no ID. Default: the preset's
+	// (body_sha256 for zoom, elevenlabs and lemonsqueezy).
 	ID *Source `json:"id,omitempty"`
 
 	// Version, when set, discards events older than what the entity already has.
@@ -84,27 +109,36 @@ type Handler struct {
 	// Storage selects the ledger. Default: badger in Caddy's data directory, under hookgate/.
 	Storage *Storage `json:"storage,omitempty"`
 
-	// SignatureHeader overrides the header that carries the signature.
+	// SignatureHeader overrides the header that carries the signature; several headers,
+	// comma-separated, when the provider signs with each of its keys in its own header (box).
 	SignatureHeader string `json:"signature_header,omitempty"`
-	// SignatureFormat overrides how that header is parsed: single, stripe or standard.
+	// SignatureFormat overrides how that header is parsed: single, stripe, paddle or standard.
 	SignatureFormat string `json:"signature_format,omitempty"`
+	// SignatureKey overrides the name of the signature items of the stripe and paddle formats.
+	// Default: the preset's, else v1 (stripe) or h1 (paddle).
+	SignatureKey string `json:"signature_key,omitempty"`
 	// Prefix overrides the text before the encoded signature, e.g. `sha256=`.
 	Prefix string `json:"prefix,omitempty"`
-	// Encoding overrides the signature's encoding: hex or base64.
+	// Encoding overrides the signature's encoding: hex, base64 or base64url (unpadded).
 	Encoding string `json:"encoding,omitempty"`
-	// Algorithm overrides the HMAC hash: sha256, sha1 or sha512.
+	// Algorithm overrides the signature algorithm: the HMAC hashes sha256, sha1 or sha512, or the
+	// public-key signatures ed25519 or ecdsa-p256 (which take PublicKeys).
 	Algorithm string `json:"algorithm,omitempty"`
-	// SecretEncoding overrides how secrets are decoded: raw, base64 or whsec.
+	// SecretEncoding overrides how secrets are decoded: raw, base64, hex or whsec.
 	SecretEncoding string `json:"secret_encoding,omitempty"`
-	// Signed overrides the template of the signed bytes, over {id}, {timestamp} and {body}.
+	// Signed overrides the template of the signed bytes, over {id}, {timestamp}, {body}, {method},
+	// {url} (the URL the provider called, see PublicURL) and {params} (a form body's parameters,
+	// sorted).
 	Signed string `json:"signed,omitempty"`
-	// TimestampHeader overrides the header carrying the signed Unix timestamp.
+	// TimestampHeader overrides the header carrying the signed timestamp.
 	TimestampHeader string `json:"timestamp_header,omitempty"`
-	// TimestampUnit overrides the timestamp's unit: s or ms.
+	// TimestampUnit overrides the timestamp's unit: s, ms or rfc3339.
 	TimestampUnit string `json:"timestamp_unit,omitempty"`
 
 	verifier *verify.Verifier
 	scheme   string // sent as Hookgate-Verified
+	// signsURL is set when the scheme signs the method or URL, so requests need their public URL.
+	signsURL bool
 	// dedupeDigest is set when the signature does not cover the event ID (replay.go).
 	dedupeDigest bool
 	ledger       *pooledLedger
@@ -118,10 +152,11 @@ type Handler struct {
 
 // Source names where a value is found in a request.
 type Source struct {
-	// From is `header` or `json`.
+	// From is `header`, `json`, or (for an event ID only) `body_sha256`: the hex SHA-256 of the
+	// body, for providers that send no ID; a retry carries the same body.
 	From string `json:"from"`
-	// Name is the header name or the JSON path (gjson syntax).
-	Name string `json:"name"`
+	// Name is the header name or the JSON path (gjson syntax); empty for body_sha256.
+	Name string `json:"name,omitempty"`
 }
 
 // VersionSource locates an event's entity key and its version. Versions are integers or RFC 3339
@@ -153,14 +188,21 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	cfg := preset
 	h.applyOverrides(&cfg)
-	secrets, err := expandSecrets(h.Secrets)
-	if err != nil {
+	var keys verify.Keys
+	var err error
+	if keys.Secrets, err = expandKeys("secret", h.Secrets); err != nil {
 		return err
 	}
-	if h.verifier, err = verify.New(cfg, secrets); err != nil {
+	if keys.PublicKeys, err = expandKeys("public_key", h.PublicKeys); err != nil {
+		return err
+	}
+	if h.verifier, err = verify.NewFromKeys(cfg, keys); err != nil {
 		return fmt.Errorf("hookgate: %w", err)
 	}
 	h.scheme = h.verifier.Config().Scheme
+	if err := h.checkPublicURL(); err != nil {
+		return err
+	}
 	if err := h.checkReplaySources(preset); err != nil {
 		return err
 	}
@@ -169,7 +211,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	h.dedupeDigest = h.idUnsigned()
 	if h.ID == nil && !h.DedupeOff {
-		return fmt.Errorf("hookgate: preset %s has no event ID: set `id header NAME` or `id json PATH`, or `dedupe off`", h.Preset)
+		return fmt.Errorf("hookgate: preset %s has no event ID: set `id header NAME`, `id json PATH` or `id body_sha256`, or `dedupe off`", h.Preset)
 	}
 	if h.Name == "" {
 		h.Name = h.Preset
@@ -232,6 +274,7 @@ func (h *Handler) applyOverrides(cfg *verify.Config) {
 	for dst, src := range map[*string]string{
 		&cfg.SignatureHeader: h.SignatureHeader,
 		&cfg.Format:          h.SignatureFormat,
+		&cfg.SignatureKey:    h.SignatureKey,
 		&cfg.Prefix:          h.Prefix,
 		&cfg.Encoding:        h.Encoding,
 		&cfg.Algorithm:       h.Algorithm,
@@ -250,6 +293,9 @@ func (h *Handler) applyOverrides(cfg *verify.Config) {
 	if h.Tolerance != 0 {
 		cfg.Tolerance = time.Duration(h.Tolerance)
 	}
+	if h.HandshakeOff {
+		cfg.Handshake = ""
+	}
 }
 
 // presetIDSource is where the scheme itself says the event ID is, or nil.
@@ -259,25 +305,25 @@ func presetIDSource(cfg verify.Config) *Source {
 		return &Source{From: "header", Name: cfg.IDHeader}
 	case cfg.IDJSON != "":
 		return &Source{From: "json", Name: cfg.IDJSON}
+	case cfg.IDBodyDigest:
+		return &Source{From: "body_sha256"}
 	}
 	return nil
 }
 
-// expandSecrets resolves {env.*} and {file.*} placeholders; an unknown placeholder is an error, so
-// a missing environment variable never silently becomes an empty secret.
-func expandSecrets(raw []string) ([]string, error) {
-	if len(raw) == 0 {
-		return nil, fmt.Errorf("hookgate: at least one secret is required")
-	}
+// expandKeys resolves {env.*} and {file.*} placeholders in the secrets or public keys; an unknown
+// placeholder is an error, so a missing environment variable never silently becomes an empty key.
+// How many keys a scheme needs, and of which kind, verify.NewFromKeys says.
+func expandKeys(kind string, raw []string) ([]string, error) {
 	repl := caddy.NewReplacer()
 	out := make([]string, 0, len(raw))
 	for i, s := range raw {
 		v, err := repl.ReplaceOrErr(s, true, true)
 		if err != nil {
-			return nil, fmt.Errorf("hookgate: secret #%d: %w", i+1, err)
+			return nil, fmt.Errorf("hookgate: %s #%d: %w", kind, i+1, err)
 		}
 		if v == "" {
-			return nil, fmt.Errorf("hookgate: secret #%d is empty", i+1)
+			return nil, fmt.Errorf("hookgate: %s #%d is empty", kind, i+1)
 		}
 		out = append(out, v)
 	}
@@ -304,19 +350,19 @@ func (h *Handler) Validate() error {
 		return fmt.Errorf("hookgate: version_ttl (%v) must be at least dedupe_ttl (%v)",
 			time.Duration(h.VersionTTL), time.Duration(h.DedupeTTL))
 	}
-	for _, s := range h.sources() {
+	if h.ID != nil && h.ID.From != "header" && h.ID.From != "json" && h.ID.From != "body_sha256" {
+		return fmt.Errorf("hookgate: id source %q: must be `header NAME`, `json PATH` or `body_sha256`", h.ID.From)
+	}
+	for _, s := range h.versionSources() {
 		if s.From != "header" && s.From != "json" {
-			return fmt.Errorf("hookgate: source %q: must be `header NAME` or `json PATH`", s.From)
+			return fmt.Errorf("hookgate: version source %q: must be `header NAME` or `json PATH`", s.From)
 		}
 	}
 	return nil
 }
 
-func (h *Handler) sources() []*Source {
+func (h *Handler) versionSources() []*Source {
 	var out []*Source
-	if h.ID != nil {
-		out = append(out, h.ID)
-	}
 	if h.Version != nil {
 		out = append(out, &h.Version.Entity, &h.Version.Version)
 	}

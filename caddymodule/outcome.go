@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/hookgate/hookgate/verify"
 )
 
 // retryAfterSeconds is what a provider is told to wait when the ledger is down or the same event
@@ -87,6 +89,17 @@ func (o *outcome) conflict(reason string) error {
 func (o *outcome) answer(status int, what, body string) error {
 	o.reason = what
 	return o.write(status, what, json.RawMessage(body))
+}
+
+// handshake answers the provider's endpoint check with the scheme's reply; nothing is recorded.
+func (o *outcome) handshake(scheme string, reply verify.Reply) error {
+	o.scheme, o.result = scheme, "handshake"
+	if reply.ContentType != "" {
+		o.w.Header().Set("Content-Type", reply.ContentType)
+	}
+	o.w.WriteHeader(reply.Status)
+	_, err := o.w.Write(reply.Body)
+	return err
 }
 
 // refusal is the body of every 4xx/5xx hookgate answers itself.

@@ -1,0 +1,99 @@
+package caddymodule
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/hookgate/hookgate/verify"
+)
+
+// Twilio, Square and HubSpot sign the URL they called (HubSpot the method too). Behind a load
+// balancer that is not the URL Caddy sees, so the operator names it with public_url, or trusts the
+// proxy's X-Forwarded-Proto and X-Forwarded-Host through the server's trusted_proxies.
+
+// checkPublicURL refuses a public_url the scheme would never use, or one that is no http(s) URL.
+func (h *Handler) checkPublicURL() error {
+	cfg := h.verifier.Config()
+	h.signsURL = cfg.SignsURL()
+	if h.PublicURL == "" {
+		return nil
+	}
+	if !h.signsURL {
+		return fmt.Errorf("hookgate: public_url is set but the %s scheme does not sign the URL (twilio, square and hubspot do)", h.scheme)
+	}
+	if strings.Contains(h.PublicURL, "{") {
+		return nil // placeholders: checked once expanded, per request
+	}
+	if _, err := parsePublicURL(h.PublicURL); err != nil {
+		return fmt.Errorf("hookgate: public_url: %w", err)
+	}
+	return nil
+}
+
+// message is the request as the scheme signs it: the method and public URL only when it signs them.
+func (h *Handler) message(r *http.Request, body []byte) *verify.Message {
+	m := &verify.Message{Header: r.Header, Body: body}
+	if h.signsURL {
+		original := originalRequest(r)
+		m.Method, m.URL = original.Method, h.publicURL(r, original.RequestURI)
+	}
+	return m
+}
+
+// originalRequest is the request as it arrived, before any rewrite by an earlier handler.
+func originalRequest(r *http.Request) *http.Request {
+	if original, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok {
+		return &original
+	}
+	return r
+}
+
+// publicURL is the URL the provider called: public_url, its placeholders expanded and, when it has
+// no path, the request's path and query appended; or, by default, the request's own URL.
+func (h *Handler) publicURL(r *http.Request, requestURI string) string {
+	if h.PublicURL == "" {
+		scheme, host := "http", r.Host
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		if trusted, _ := caddyhttp.GetVar(r.Context(), caddyhttp.TrustedProxyVarKey).(bool); trusted {
+			scheme = forwarded(r.Header, "X-Forwarded-Proto", scheme)
+			host = forwarded(r.Header, "X-Forwarded-Host", host)
+		}
+		return scheme + "://" + host + requestURI
+	}
+	public := h.PublicURL
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		public = repl.ReplaceAll(public, "")
+	}
+	if u, err := parsePublicURL(public); err == nil && u.Path == "" && u.RawQuery == "" {
+		return public + requestURI
+	}
+	return public // a bad expansion simply fails to verify
+}
+
+// forwarded is the first value of a proxy's X-Forwarded-* header (the one the client's side of the
+// first proxy set), or fallback.
+func forwarded(h http.Header, name, fallback string) string {
+	value, _, _ := strings.Cut(h.Get(name), ",")
+	if value = strings.TrimSpace(value); value != "" {
+		return value
+	}
+	return fallback
+}
+
+func parsePublicURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("%q is not an absolute http or https URL", raw)
+	}
+	return u, nil
+}
