@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"fmt"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"slices"
 	"strings"
@@ -54,7 +55,7 @@ public_key is its public half. For the standard family a whsk_ key signs a v1a e
 The default body is a small JSON event with the event ID where the preset looks for it (e.g.
 "id" and "event_id", or HubSpot's 0.eventId); --form sends it as a form instead. Schemes that
 sign the URL (square, hubspot, twilio) sign --public-url, default --url: set it to the route's
-public_url. For twilio, a body that is not a form adds bodySHA256=<hex> to the URL, as Twilio
+public_url (with no path, it takes the path and query of --url, as public_url does). For twilio, a body that is not a form adds bodySHA256=<hex> to the URL, as Twilio
 does, and the printed URL carries it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -73,7 +74,7 @@ does, and the printed URL carries it.`,
 	f.StringVar(&h.Preset, "preset", "", "scheme preset: "+strings.Join(verify.PresetNames(), ", "))
 	f.StringVar(&in.secret, "secret", os.Getenv("HOOKGATE_SECRET"), "signing secret, or the private key for discord and sendgrid (default $HOOKGATE_SECRET)")
 	f.StringVar(&in.url, "url", "http://localhost:8080/hooks/demo", "where to send the request")
-	f.StringVar(&in.publicURL, "public-url", "", "the URL the provider calls, signed by square, hubspot and twilio (default --url)")
+	f.StringVar(&in.publicURL, "public-url", "", "the route's public_url: the URL square, hubspot and twilio sign (default --url)")
 	f.StringVar(&in.body, "body", "", "raw request body (default: a demo JSON event)")
 	f.BoolVar(&in.form, "form", false, "send the body as application/x-www-form-urlencoded (default JSON)")
 	f.StringVar(&in.id, "id", "", "event ID (default: a random evt_…)")
@@ -106,9 +107,7 @@ func signedCurl(h *Handler, in signInput, now time.Time) (string, error) {
 	if in.body == "" {
 		in.body = demoBody(cfg, in.form, in.id, now)
 	}
-	if in.publicURL == "" {
-		in.publicURL = in.url
-	}
+	in.publicURL = signedURL(in.url, in.publicURL)
 	m := &verify.Message{Header: http.Header{}, Body: []byte(in.body), Method: http.MethodPost, URL: in.publicURL}
 	for name, value := range demoHeaders[cfg.Scheme] {
 		m.Header.Set(name, value)
@@ -126,6 +125,20 @@ func signedCurl(h *Handler, in signInput, now time.Time) (string, error) {
 		in.url = withQuery(in.url, added[1:])
 	}
 	return curlCommand(in.url, m.Header, in.body), nil
+}
+
+// signedURL is the URL the provider is taken to have called, as the route's public_url makes it:
+// public, or url when public is empty; a public URL with no path takes url's path and query.
+func signedURL(url, public string) string {
+	if public == "" {
+		return url
+	}
+	if u, err := neturl.Parse(public); err == nil && u.Path == "" && u.RawQuery == "" {
+		if sent, err := neturl.Parse(url); err == nil {
+			return public + sent.RequestURI()
+		}
+	}
+	return public
 }
 
 // withQuery appends one encoded name=value to rawURL's query.

@@ -56,9 +56,9 @@ func parseCurl(t *testing.T, args []string) (url string, hdr http.Header, body s
 	return url, hdr, body
 }
 
-// signedRequest runs `caddy hookgate sign` with args and turns the curl command it prints back
+// printedRequest runs `caddy hookgate sign` with args and turns the curl command it prints back
 // into the request curl would send.
-func signedRequest(t *testing.T, args ...string) *http.Request {
+func printedRequest(t *testing.T, args ...string) *http.Request {
 	t.Helper()
 	cmd := signCommand()
 	var printed bytes.Buffer
@@ -108,6 +108,14 @@ var (
 		"timestamp_header X-Webhook-Timestamp", "id header X-Webhook-Id"}
 )
 
+// behindProxy are routes whose provider signs a public URL other than the one the request reaches:
+// a full URL, and one with no path, which takes the request's (and Twilio's bodySHA256 query).
+var behindProxy = []struct{ path, preset, publicURL string }{
+	{"/hooks/proxied/hubspot", "hubspot", "https://hooks.example.com/hubspot"},
+	{"/hooks/proxied/twilio", "twilio", "https://hooks.example.com"},
+	{"/hooks/proxied/square", "square", "https://hooks.example.com/square?tenant=1"},
+}
+
 // everyPresetConfig is a Caddyfile with a route per preset at /hooks/<preset>, in front of upstream.
 func everyPresetConfig(keys map[string]signKey, upstream string) string {
 	var routes strings.Builder
@@ -117,6 +125,10 @@ func everyPresetConfig(keys map[string]signKey, upstream string) string {
 			lines = append(lines, genericRoute...)
 		}
 		fmt.Fprintf(&routes, "\thookgate /hooks/%s {\n\t\t%s\n\t}\n", preset, strings.Join(lines, "\n\t\t"))
+	}
+	for _, c := range behindProxy {
+		fmt.Fprintf(&routes, "\thookgate %s {\n\t\tpreset %s\n\t\tname sign_%s_proxied\n\t\tstorage badger %s\n\t\t%s\n\t\tpublic_url %s\n\t}\n",
+			c.path, c.preset, c.preset, storageDir, keys[c.preset].route, c.publicURL)
 	}
 	return fmt.Sprintf(`{
 	skip_install_trust
@@ -141,24 +153,30 @@ func TestSignPrintsAcceptedCurlForEveryPreset(t *testing.T) {
 	tester := caddytest.NewTester(t)
 	tester.InitServer(everyPresetConfig(keys, up.Listener.Addr().String()), "caddyfile")
 
-	type signCase struct{ name, preset string }
-	cases := []signCase{{"twilio-form", "twilio"}}
+	type signCase struct{ name, preset, path, publicURL string }
+	cases := []signCase{{name: "twilio-form", preset: "twilio", path: "/hooks/twilio"}}
 	for _, preset := range verify.PresetNames() {
-		cases = append(cases, signCase{preset, preset})
+		cases = append(cases, signCase{name: preset, preset: preset, path: "/hooks/" + preset})
+	}
+	for _, c := range behindProxy {
+		cases = append(cases, signCase{"proxied-" + c.preset, c.preset, c.path, c.publicURL})
 	}
 	accepted := 0
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			id := "evt_sign_" + strings.ReplaceAll(c.name, "-", "_")
 			args := []string{"--preset", c.preset, "--secret", keys[c.preset].signer, "--id", id,
-				"--url", "http://localhost:9080/hooks/" + c.preset + "?a=1"}
+				"--url", "http://localhost:9080" + c.path + "?a=1"}
+			if c.publicURL != "" {
+				args = append(args, "--public-url", c.publicURL)
+			}
 			if c.preset == "generic" {
 				args = append(args, genericFlags...)
 			}
 			if c.name == "twilio-form" {
 				args = append(args, "--form")
 			}
-			req := signedRequest(t, args...)
+			req := printedRequest(t, args...)
 			body, _ := req.GetBody()
 			raw := new(bytes.Buffer)
 			_, _ = raw.ReadFrom(body)

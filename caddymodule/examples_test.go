@@ -110,7 +110,7 @@ func tryRequest(t *testing.T, caddyfile string) *http.Request {
 	if err != nil {
 		t.Fatalf("expanding %q: %v", line, err)
 	}
-	return signedRequest(t, strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")...)
+	return printedRequest(t, strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")...)
 }
 
 func doRequest(t *testing.T, client *http.Client, req *http.Request) reply {
