@@ -22,7 +22,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens:
 //
 //	hookgate [<matcher>] {
-//		preset           <name>                   # one of verify.PresetNames(), or generic
+//		preset           <name>                   # see verify.PresetNames(); generic for your own
 //		secret           <secret>                 # repeat to rotate
 //		public_key       <key>                    # instead of secret for discord, sendgrid; whpk_ beside it for standard
 //		public_url       <url>                    # the URL the provider calls (twilio, square, hubspot)
