@@ -28,6 +28,8 @@ var demoEvents = map[string]string{
 var demoHeaders = map[string]map[string]string{
 	"box":    {"Box-Signature-Version": "1", "Box-Signature-Algorithm": "HmacSHA256"},
 	"twitch": {"Twitch-Eventsub-Message-Type": "notification"},
+	"shopify": {"X-Shopify-Topic": "orders/create", "X-Shopify-Shop-Domain": "hookgate-demo.myshopify.com",
+		"X-Shopify-Api-Version": "2025-01"},
 }
 
 // demoBody is a small event carrying its ID where the preset looks for it, and an entity with a
