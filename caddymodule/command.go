@@ -53,10 +53,12 @@ hex or base64; sendgrid: the P-256 key as base64 or PEM of its PKCS #8 DER); the
 public_key is its public half. For the standard family a whsk_ key signs a v1a entry.
 
 The default body is a small JSON event with the event ID where the preset looks for it (e.g.
-"id" and "event_id", or HubSpot's 0.eventId); --form sends it as a form instead. Schemes that
-sign the URL (square, hubspot, twilio) sign --public-url, default --url: set it to the route's
-public_url (with no path, it takes the path and query of --url, as public_url does). For twilio, a body that is not a form adds bodySHA256=<hex> to the URL, as Twilio
-does, and the printed URL carries it.`,
+"id" and "event_id", or HubSpot's 0.eventId); --form sends it as a form instead.
+
+Schemes that sign the URL (square, hubspot, twilio) sign --public-url, default --url: set it
+to the route's public_url (with no path, it takes the path and query of --url, as public_url
+does). For twilio, a body that is not a form adds bodySHA256=<hex> to the URL, as Twilio does,
+and the printed URL carries it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if idHeader != "" {
@@ -81,6 +83,7 @@ does, and the printed URL carries it.`,
 	f.StringVar(&idHeader, "id-header", "", "header carrying the event ID")
 	f.StringVar(&h.SignatureHeader, "signature-header", "", "header carrying the signature")
 	f.StringVar(&h.SignatureFormat, "signature-format", "", "single, stripe, paddle or standard")
+	f.StringVar(&h.SignatureKey, "signature-key", "", "the signature items of the stripe and paddle formats: v1, h1, v0...")
 	f.StringVar(&h.Prefix, "prefix", "", "text before the encoded signature")
 	f.StringVar(&h.Encoding, "encoding", "", "hex, base64 or base64url")
 	f.StringVar(&h.Algorithm, "algorithm", "", "sha256, sha1, sha512, ed25519 or ecdsa-p256")

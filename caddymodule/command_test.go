@@ -108,12 +108,18 @@ var (
 		"timestamp_header X-Webhook-Timestamp", "id header X-Webhook-Id"}
 )
 
-// behindProxy are routes whose provider signs a public URL other than the one the request reaches:
-// a full URL, and one with no path, which takes the request's (and Twilio's bodySHA256 query).
-var behindProxy = []struct{ path, preset, publicURL string }{
-	{"/hooks/proxied/hubspot", "hubspot", "https://hooks.example.com/hubspot"},
-	{"/hooks/proxied/twilio", "twilio", "https://hooks.example.com"},
-	{"/hooks/proxied/square", "square", "https://hooks.example.com/square?tenant=1"},
+// variants are routes that change a preset, each with the sign flags that match the change: a
+// form body, a signature key, and public URLs other than the one the request reaches (a full URL,
+// and one with no path, which takes the request's path and query, with Twilio's bodySHA256).
+var variants = []struct {
+	name, preset string
+	route, flags []string
+}{
+	{"twilio-form", "twilio", nil, []string{"--form"}},
+	{"stripe-v0", "stripe", []string{"signature_key v0"}, []string{"--signature-key", "v0"}},
+	{"proxied-hubspot", "hubspot", []string{"public_url https://hooks.example.com/hubspot"}, []string{"--public-url", "https://hooks.example.com/hubspot"}},
+	{"proxied-twilio", "twilio", []string{"public_url https://hooks.example.com"}, []string{"--public-url", "https://hooks.example.com"}},
+	{"proxied-square", "square", []string{"public_url https://hooks.example.com/square?tenant=1"}, []string{"--public-url", "https://hooks.example.com/square?tenant=1"}},
 }
 
 // everyPresetConfig is a Caddyfile with a route per preset at /hooks/<preset>, in front of upstream.
@@ -126,9 +132,9 @@ func everyPresetConfig(keys map[string]signKey, upstream string) string {
 		}
 		fmt.Fprintf(&routes, "\thookgate /hooks/%s {\n\t\t%s\n\t}\n", preset, strings.Join(lines, "\n\t\t"))
 	}
-	for _, c := range behindProxy {
-		fmt.Fprintf(&routes, "\thookgate %s {\n\t\tpreset %s\n\t\tname sign_%s_proxied\n\t\tstorage badger %s\n\t\t%s\n\t\tpublic_url %s\n\t}\n",
-			c.path, c.preset, c.preset, storageDir, keys[c.preset].route, c.publicURL)
+	for _, v := range variants {
+		lines := append([]string{"preset " + v.preset, "name sign_" + strings.ReplaceAll(v.name, "-", "_"), "storage badger " + storageDir, keys[v.preset].route}, v.route...)
+		fmt.Fprintf(&routes, "\thookgate /hooks/variant/%s {\n\t\t%s\n\t}\n", v.name, strings.Join(lines, "\n\t\t"))
 	}
 	return fmt.Sprintf(`{
 	skip_install_trust
@@ -153,28 +159,25 @@ func TestSignPrintsAcceptedCurlForEveryPreset(t *testing.T) {
 	tester := caddytest.NewTester(t)
 	tester.InitServer(everyPresetConfig(keys, up.Listener.Addr().String()), "caddyfile")
 
-	type signCase struct{ name, preset, path, publicURL string }
-	cases := []signCase{{name: "twilio-form", preset: "twilio", path: "/hooks/twilio"}}
+	type signCase struct {
+		name, preset, path string
+		flags              []string
+	}
+	var cases []signCase
 	for _, preset := range verify.PresetNames() {
 		cases = append(cases, signCase{name: preset, preset: preset, path: "/hooks/" + preset})
 	}
-	for _, c := range behindProxy {
-		cases = append(cases, signCase{"proxied-" + c.preset, c.preset, c.path, c.publicURL})
+	for _, v := range variants {
+		cases = append(cases, signCase{v.name, v.preset, "/hooks/variant/" + v.name, v.flags})
 	}
 	accepted := 0
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			id := "evt_sign_" + strings.ReplaceAll(c.name, "-", "_")
-			args := []string{"--preset", c.preset, "--secret", keys[c.preset].signer, "--id", id,
-				"--url", "http://localhost:9080" + c.path + "?a=1"}
-			if c.publicURL != "" {
-				args = append(args, "--public-url", c.publicURL)
-			}
+			args := append([]string{"--preset", c.preset, "--secret", keys[c.preset].signer, "--id", id,
+				"--url", "http://localhost:9080" + c.path + "?a=1"}, c.flags...)
 			if c.preset == "generic" {
 				args = append(args, genericFlags...)
-			}
-			if c.name == "twilio-form" {
-				args = append(args, "--form")
 			}
 			req := printedRequest(t, args...)
 			body, _ := req.GetBody()
