@@ -1,10 +1,9 @@
 package caddymodule
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"slices"
 	"strings"
@@ -27,23 +26,45 @@ func init() {
 	})
 }
 
+// signInput is what the sign command signs: flags other than the scheme's.
+type signInput struct {
+	secret    string
+	url       string // where curl sends the request
+	publicURL string // the URL signed, for schemes that sign it; default url
+	body      string
+	id        string
+	form      bool
+}
+
 // signCommand prints a correctly signed request for any preset as a ready curl command.
 func signCommand() *cobra.Command {
 	var h Handler
-	var secret, url, body, id, idHeader string
+	var in signInput
+	var idHeader string
 	cmd := &cobra.Command{
-		Use:   "sign --preset <name> --secret <secret> [--url <url>] [--body <json>] [--id <event id>]",
+		Use:   "sign --preset <name> --secret <secret> [--url <url>] [--public-url <url>] [--body <json>] [--form] [--id <event id>]",
 		Short: "Prints a signed webhook request as a curl command",
 		Long: `Prints a curl command that sends a webhook signed the way the preset's provider signs it,
 so a hookgate route can be tried without the provider. The scheme flags override the preset's
-fields exactly as the Caddyfile subdirectives of the same names do. The default body is a small
-JSON event whose "id" and "event_id" are the event ID.`,
+fields exactly as the Caddyfile subdirectives of the same names do.
+
+For discord and sendgrid, --secret is the provider's PRIVATE key (discord: the Ed25519 seed in
+hex or base64; sendgrid: the P-256 key as base64 or PEM of its PKCS #8 DER); the route's
+public_key is its public half. For the standard family a whsk_ key signs a v1a entry.
+
+The default body is a small JSON event with the event ID where the preset looks for it (e.g.
+"id" and "event_id", or HubSpot's 0.eventId); --form sends it as a form instead.
+
+Schemes that sign the URL (square, hubspot, twilio) sign --public-url, default --url: set it
+to the route's public_url (with no path, it takes the path and query of --url, as public_url
+does). For twilio, a body that is not a form adds bodySHA256=<hex> to the URL, as Twilio does,
+and the printed URL carries it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if idHeader != "" {
 				h.ID = &Source{From: "header", Name: idHeader}
 			}
-			line, err := signedCurl(&h, secret, url, body, id, time.Now())
+			line, err := signedCurl(&h, in, time.Now())
 			if err != nil {
 				return err
 			}
@@ -53,58 +74,82 @@ JSON event whose "id" and "event_id" are the event ID.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&h.Preset, "preset", "", "scheme preset: "+strings.Join(verify.PresetNames(), ", "))
-	f.StringVar(&secret, "secret", os.Getenv("HOOKGATE_SECRET"), "signing secret (default $HOOKGATE_SECRET)")
-	f.StringVar(&url, "url", "http://localhost:8080/hooks/demo", "where to send the request")
-	f.StringVar(&body, "body", "", "raw request body (default: a demo JSON event)")
-	f.StringVar(&id, "id", "", "event ID (default: a random evt_…)")
+	f.StringVar(&in.secret, "secret", os.Getenv("HOOKGATE_SECRET"), "signing secret, or the private key for discord and sendgrid (default $HOOKGATE_SECRET)")
+	f.StringVar(&in.url, "url", "http://localhost:8080/hooks/demo", "where to send the request")
+	f.StringVar(&in.publicURL, "public-url", "", "the route's public_url: the URL square, hubspot and twilio sign (default --url)")
+	f.StringVar(&in.body, "body", "", "raw request body (default: a demo JSON event)")
+	f.BoolVar(&in.form, "form", false, "send the body as application/x-www-form-urlencoded (default JSON)")
+	f.StringVar(&in.id, "id", "", "event ID (default: a random evt_…)")
 	f.StringVar(&idHeader, "id-header", "", "header carrying the event ID")
 	f.StringVar(&h.SignatureHeader, "signature-header", "", "header carrying the signature")
-	f.StringVar(&h.SignatureFormat, "signature-format", "", "single, stripe or standard")
+	f.StringVar(&h.SignatureFormat, "signature-format", "", "single, stripe, paddle or standard")
+	f.StringVar(&h.SignatureKey, "signature-key", "", "the signature items of the stripe and paddle formats: v1, h1, v0...")
 	f.StringVar(&h.Prefix, "prefix", "", "text before the encoded signature")
-	f.StringVar(&h.Encoding, "encoding", "", "hex or base64")
-	f.StringVar(&h.Algorithm, "algorithm", "", "sha256, sha1 or sha512")
-	f.StringVar(&h.SecretEncoding, "secret-encoding", "", "raw, base64 or whsec")
-	f.StringVar(&h.Signed, "signed", "", "template of the signed bytes over {id}, {timestamp}, {body}")
+	f.StringVar(&h.Encoding, "encoding", "", "hex, base64 or base64url")
+	f.StringVar(&h.Algorithm, "algorithm", "", "sha256, sha1, sha512, ed25519 or ecdsa-p256")
+	f.StringVar(&h.SecretEncoding, "secret-encoding", "", "raw, base64, hex or whsec")
+	f.StringVar(&h.Signed, "signed", "", "template of the signed bytes over {id}, {timestamp}, {body}, {method}, {url}, {params}")
 	f.StringVar(&h.TimestampHeader, "timestamp-header", "", "header carrying the signed timestamp")
-	f.StringVar(&h.TimestampUnit, "timestamp-unit", "", "s or ms")
+	f.StringVar(&h.TimestampUnit, "timestamp-unit", "", "s, ms or rfc3339")
 	return cmd
 }
 
-// signedCurl signs body under the handler's scheme and renders the request as a shell command.
-func signedCurl(h *Handler, secret, url, body, id string, now time.Time) (string, error) {
+// signedCurl signs a POST under the handler's scheme and renders it as a shell command.
+func signedCurl(h *Handler, in signInput, now time.Time) (string, error) {
 	cfg, ok := verify.Preset(h.Preset)
 	if !ok {
 		return "", fmt.Errorf("--preset must be one of %v", verify.PresetNames())
 	}
-	if secret == "" {
+	if in.secret == "" {
 		return "", fmt.Errorf("--secret (or $HOOKGATE_SECRET) is required")
 	}
 	h.applyOverrides(&cfg)
-	if id == "" {
-		id = randomEventID()
+	if in.id == "" {
+		in.id = randomEventID()
 	}
-	if body == "" {
-		body = demoBody(id, now)
+	if in.body == "" {
+		in.body = demoBody(cfg, in.form, in.id, now)
 	}
-	hdr, err := verify.Sign(cfg, secret, id, now, []byte(body))
-	if err != nil {
+	in.publicURL = signedURL(in.url, in.publicURL)
+	m := &verify.Message{Header: http.Header{}, Body: []byte(in.body), Method: http.MethodPost, URL: in.publicURL}
+	for name, value := range demoHeaders[cfg.Scheme] {
+		m.Header.Set(name, value)
+	}
+	m.Header.Set("Content-Type", "application/json")
+	if in.form {
+		m.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if err := verify.SignMessage(cfg, in.secret, in.id, now, m); err != nil {
 		return "", fmt.Errorf("signing: %w", err)
 	}
-	hdr.Set("Content-Type", "application/json")
-	return curlCommand(url, hdr, body), nil
+	// The signer may have added a query parameter to the signed URL (Twilio's bodySHA256):
+	// the provider sends it, so curl must too.
+	if added, ok := strings.CutPrefix(m.URL, in.publicURL); ok && added != "" {
+		in.url = withQuery(in.url, added[1:])
+	}
+	return curlCommand(in.url, m.Header, in.body), nil
 }
 
-func randomEventID() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return "evt_" + hex.EncodeToString(b)
+// signedURL is the URL the provider is taken to have called, as the route's public_url makes it:
+// public, or url when public is empty; a public URL with no path takes url's path and query.
+func signedURL(url, public string) string {
+	if public == "" {
+		return url
+	}
+	if u, err := neturl.Parse(public); err == nil && u.Path == "" && u.RawQuery == "" {
+		if sent, err := neturl.Parse(url); err == nil {
+			return public + sent.RequestURI()
+		}
+	}
+	return public
 }
 
-// demoBody is a small event that carries its ID where every preset looks for it, and an entity
-// with a version so `version json data.object.id json data.object.updated` can be tried too.
-func demoBody(id string, now time.Time) string {
-	return fmt.Sprintf(`{"id":%q,"event_id":%q,"type":"hookgate.demo","data":{"object":{"id":"obj_demo","updated":%d}}}`,
-		id, id, now.UnixNano())
+// withQuery appends one encoded name=value to rawURL's query.
+func withQuery(rawURL, param string) string {
+	if strings.Contains(rawURL, "?") {
+		return rawURL + "&" + param
+	}
+	return rawURL + "?" + param
 }
 
 func curlCommand(url string, hdr http.Header, body string) string {

@@ -6,12 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 
 	"github.com/hookgate/hookgate/internal/redistest"
+	"github.com/hookgate/hookgate/verify"
 )
 
 // exampleSecrets are what a user would export before running each example.
@@ -24,14 +26,38 @@ var exampleSecrets = map[string]string{
 	"SLACK_SIGNING_SECRET":    "8f742231b10e8888abcd99yyyzzz85a5",
 	"TASK_WEBHOOK_SECRET":     "task-secret",
 	"PLATFORM_WEBHOOK_SECRET": "platform-secret",
+
+	"BOX_PRIMARY_KEY":              "box-primary-test-key",
+	"CLERK_WEBHOOK_SIGNING_SECRET": testSecret,
+	"ELEVENLABS_WEBHOOK_SECRET":    "elevenlabs-test-secret",
+	"GOCARDLESS_WEBHOOK_SECRET":    "gocardless-test-secret",
+	"HUBSPOT_CLIENT_SECRET":        "hubspot-test-client-secret",
+	"INTERCOM_CLIENT_SECRET":       "intercom-test-client-secret",
+	"LEMONSQUEEZY_WEBHOOK_SECRET":  "lemonsqueezy-test-secret",
+	"LINE_CHANNEL_SECRET":          "line-test-channel-secret",
+	"LINEAR_WEBHOOK_SECRET":        "lin_wh_test_secret",
+	"MUX_WEBHOOK_SECRET":           "mux-test-secret",
+	"OPENAI_WEBHOOK_SECRET":        testSecret,
+	"PADDLE_WEBHOOK_SECRET":        "pdl_ntfset_test_secret",
+	"RAZORPAY_WEBHOOK_SECRET":      "razorpay-test-secret",
+	"RESEND_WEBHOOK_SECRET":        testSecret,
+	"SANITY_WEBHOOK_SECRET":        "sanity-test-secret",
+	"SQUARE_SIGNATURE_KEY":         "square-test-signature-key",
+	"TWILIO_AUTH_TOKEN":            "twilio-test-auth-token",
+	"TWITCH_EVENTSUB_SECRET":       "twitch-test-secret",
+	"TYPEFORM_WEBHOOK_SECRET":      "typeform-test-secret",
+	"WORKOS_WEBHOOK_SECRET":        "workos-test-secret",
+	"ZOOM_WEBHOOK_SECRET_TOKEN":    "zoom-test-secret-token",
 }
 
 // TestExamplesRunAsDocumented loads every examples/*.Caddyfile and runs its "# try:" line: the
 // request `caddy hookgate sign` prints must get through once and then be a duplicate.
 func TestExamplesRunAsDocumented(t *testing.T) {
 	files, _ := filepath.Glob("../examples/*.Caddyfile")
-	if len(files) < 8 {
-		t.Fatalf("found %d example Caddyfiles, want one per preset and seed format", len(files))
+	for _, preset := range verify.PresetNames() {
+		if !slices.Contains(files, "../examples/"+preset+".Caddyfile") && preset != "generic" { // generic: the seed_* files
+			t.Errorf("no examples/%s.Caddyfile", preset)
+		}
 	}
 	for name, value := range exampleSecrets {
 		t.Setenv(name, value)
@@ -84,20 +110,7 @@ func tryRequest(t *testing.T, caddyfile string) *http.Request {
 	if err != nil {
 		t.Fatalf("expanding %q: %v", line, err)
 	}
-	cmd := signCommand()
-	var printed bytes.Buffer
-	cmd.SetOut(&printed)
-	cmd.SetArgs(strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00"))
-	if err := cmd.Execute(); err != nil {
-		t.Fatalf("hookgate sign %s: %v", line, err)
-	}
-	url, hdr, body := parseCurl(t, curlArgs(t, printed.String()))
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header = hdr
-	return req
+	return printedRequest(t, strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")...)
 }
 
 func doRequest(t *testing.T, client *http.Client, req *http.Request) reply {
