@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -62,7 +63,10 @@ func sendSigned(t *testing.T, client *http.Client, req *signedRequest, target st
 		}
 		resp, err := client.Do(r)
 		var dial *net.OpError
-		if err != nil && (errors.As(err, &dial) && dial.Op == "dial" || errors.Is(err, io.EOF)) && tries < 20 {
+		// A keep-alive connection the previous config's server closed answers EOF or a reset
+		// before any handler read the request: send it again.
+		retry := errors.As(err, &dial) && dial.Op == "dial" || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
+		if err != nil && retry && tries < 20 {
 			time.Sleep(20 * time.Millisecond)
 			continue
 		}
