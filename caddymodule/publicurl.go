@@ -54,7 +54,7 @@ func originalRequest(r *http.Request) *http.Request {
 }
 
 // publicURL is the URL the provider called: public_url, its placeholders expanded and, when it has
-// no path, the request's path and query appended; or, by default, the request's own URL.
+// no path (or just "/"), the request's path and query appended; or, by default, the request's own URL.
 func (h *Handler) publicURL(r *http.Request, requestURI string) string {
 	if h.PublicURL == "" {
 		scheme, host := "http", r.Host
@@ -71,20 +71,29 @@ func (h *Handler) publicURL(r *http.Request, requestURI string) string {
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
 		public = repl.ReplaceAll(public, "")
 	}
-	if u, err := parsePublicURL(public); err == nil && u.Path == "" && u.RawQuery == "" {
-		return public + requestURI
+	if u, err := parsePublicURL(public); err == nil && (u.Path == "" || u.Path == "/") && u.RawQuery == "" {
+		return strings.TrimSuffix(public, "/") + requestURI
 	}
 	return public // a bad expansion simply fails to verify
 }
 
-// forwarded is the first value of a proxy's X-Forwarded-* header (the one the client's side of the
-// first proxy set), or fallback.
+// forwarded is the last value of a proxy's X-Forwarded-* header, across its lines: the one the
+// nearest proxy, the trusted one, wrote. A proxy that appends keeps what the client sent in front,
+// where it must not choose the URL the signature is checked against. A value that could carry
+// more than a scheme or a host is ignored, and fallback used.
 func forwarded(h http.Header, name, fallback string) string {
-	value, _, _ := strings.Cut(h.Get(name), ",")
-	if value = strings.TrimSpace(value); value != "" {
-		return value
+	lines := h.Values(name)
+	if len(lines) == 0 {
+		return fallback
 	}
-	return fallback
+	last := lines[len(lines)-1]
+	if i := strings.LastIndexByte(last, ','); i >= 0 {
+		last = last[i+1:]
+	}
+	if last = strings.TrimSpace(last); last == "" || strings.ContainsAny(last, "/?#@ \t") {
+		return fallback
+	}
+	return last
 }
 
 func parsePublicURL(raw string) (*url.URL, error) {

@@ -50,11 +50,16 @@ func signedIDSource(cfg verify.Config) *Source {
 	return nil
 }
 
-// idUnsigned reports whether the event ID comes from a header the signature does not cover, so
+// idUnsigned reports whether the event ID comes from something the signature does not cover, so
 // the digest of the signed bytes must be deduplicated along with it.
 func (h *Handler) idUnsigned() bool {
 	cfg := h.verifier.Config()
-	return !h.DedupeOff && h.ID != nil && h.ID.From == "header" && !cfg.SignsHeader(h.ID.Name)
+	if h.DedupeOff || h.ID == nil {
+		return false
+	}
+	// A body digest is as signed as the body: not at all byte for byte when the scheme signs a
+	// form's parameters (Twilio), where the same form written another way is a fresh digest.
+	return h.ID.From == "header" && !cfg.SignsHeader(h.ID.Name) || h.ID.From == "body_sha256" && !cfg.SignsBody()
 }
 
 // signedDigest is the dedupe key of what was signed (a raw SHA-256, as a string).

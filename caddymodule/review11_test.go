@@ -113,7 +113,7 @@ func TestReview11ReplayUnderFreshUnsignedIDHeader(t *testing.T) {
 				tester := caddytest.NewTester(t)
 				tester.InitServer(presetGatewayConfig(preset, route, upstreamAddr, extra...), "caddyfile")
 				url := "http://localhost:9080/hooks/" + route
-				first := signRequest(t, preset, testSecret, route+"-1", url, "application/json", fmt.Sprintf(`{"route":%q,"n":1}`, route), nil)
+				first := signRequest(t, preset, testSecret, route+"-1", url, "application/json", fmt.Sprintf(`{"route":%q,"n":1,"webhookTimestamp":%d}`, route, time.Now().UnixMilli()), nil)
 				if first.header.Get(idHeader) == "" {
 					first.header.Set(idHeader, route+"-1")
 				}

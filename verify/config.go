@@ -228,6 +228,14 @@ func (c *Config) publicKeyScheme() bool {
 	return c.Algorithm == AlgorithmEd25519 || c.Algorithm == AlgorithmECDSAP256
 }
 
+// SignsBody reports whether the signed bytes hold the body byte for byte.
+// {params} signs a form's parsed parameters instead, which bodies written
+// differently (reordered, re-escaped) share.
+func (c *Config) SignsBody() bool {
+	template, err := parseTemplate(c.Signed)
+	return err == nil && template.usesBody
+}
+
 // SignsURL reports whether the signed bytes include the method or the URL
 // the provider called, so callers must supply them in Message.
 func (c *Config) SignsURL() bool {

@@ -185,7 +185,7 @@ var presets = map[string]Config{
 		Algorithm:       AlgorithmEd25519,
 		Signed:          "{timestamp}{body}",
 		TimestampHeader: "X-Signature-Timestamp",
-		IDJSON:          "id",
+		IDBodyDigest:    true, // interactions carry an "id", webhook events do not
 		Handshake:       HandshakeDiscord,
 	},
 	"sendgrid": {
