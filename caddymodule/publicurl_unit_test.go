@@ -32,7 +32,7 @@ func TestForwardedAndPublicURLEdges(t *testing.T) {
 		"https://hooks.example.com/sq/in/": "https://hooks.example.com/sq/in/",
 	} {
 		h := &Handler{PublicURL: public}
-		if got := h.publicURL(r, r.RequestURI); got != want {
+		if got := h.publicURL(r, r.URL.RequestURI()); got != want {
 			t.Errorf("public_url %s: %s, want %s", public, got, want)
 		}
 	}
