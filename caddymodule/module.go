@@ -52,11 +52,11 @@ type Handler struct {
 
 	// PublicURL is the URL the provider calls, for schemes that sign it (twilio, square, hubspot):
 	// behind a load balancer it is not the URL Caddy sees. It may hold Caddy placeholders, expanded
-	// per request; when it has no path, the request's original path and query
+	// per request; when it has no path (or just "/"), the request's original path and query
 	// ({http.request.orig_uri}) are appended. Default: built from the request, `https` if it came
 	// over TLS else `http`, its Host and its original URI; from a server's trusted_proxies,
-	// X-Forwarded-Proto and X-Forwarded-Host are honoured. Refused by schemes that do not sign the
-	// URL.
+	// the last X-Forwarded-Proto and X-Forwarded-Host values are honoured. Refused by schemes that
+	// do not sign the URL.
 	PublicURL string `json:"public_url,omitempty"`
 
 	// HandshakeOff turns off the answer to the provider's endpoint check (Slack url_verification,
@@ -90,7 +90,7 @@ type Handler struct {
 
 	// ID says where the event ID is: a header, a JSON path (gjson syntax) in the body, or the
 	// body's SHA-256 (body_sha256) for providers that send no ID. Default: the preset's
-	// (body_sha256 for zoom, elevenlabs and lemonsqueezy).
+	// (body_sha256 for zoom, elevenlabs, lemonsqueezy and discord).
 	ID *Source `json:"id,omitempty"`
 
 	// Version, when set, discards events older than what the entity already has.
