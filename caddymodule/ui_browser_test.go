@@ -101,6 +101,13 @@ func TestDeadLetterPageInBrowser(t *testing.T) {
 	if !strings.Contains(deadRow, "400") || !strings.Contains(deadRow, "uipage") {
 		t.Fatalf("the dead letter's row %q shows neither its last status 400 nor its route", deadRow)
 	}
+	deadCount, err := chromedp.Run(browser, chromedp.Text(chromedp.CSS(`#routes tr[data-route="uipage"] td.dead-count`)))
+	if err != nil || deadCount != "2" {
+		t.Fatalf("the queue table counts %q dead letters (%v), want 2", deadCount, err)
+	}
+	if _, body := admin(t, http.MethodGet, "/hookgate/routes"); !strings.Contains(body, `{"name":"uipage","paused":false,`) || !strings.Contains(body, `"backlog":0,"max_pending":100000}`) {
+		t.Fatalf("GET /hookgate/routes: %s, want uipage with an empty backlog", body)
+	}
 	page, err := chromedp.Run(browser, chromedp.Text(chromedp.CSS("body")))
 	if err != nil {
 		t.Fatal(err)
