@@ -30,6 +30,8 @@ func init() {
 //	POST /hookgate/replay/<route>          replay every dead letter of the route
 //	GET  /hookgate/status/<route>          backlog and max_pending, paused?, consecutive failures,
 //	                                       attempts in flight
+//	GET  /hookgate/routes                  every running async route's status and backlog
+//	GET  /hookgate/ui                      the dead-letter page (ui.go)
 //
 // It looks routes up in the running deliverers at request time, so it follows config reloads.
 type AdminAPI struct{}
@@ -69,8 +71,13 @@ const (
 
 func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 	parts, err := pathParts(r.URL.EscapedPath())
-	if err != nil || len(parts) < 2 || len(parts) > 3 {
-		return apiError(http.StatusNotFound, errors.New("use /hookgate/events/<route>[/<id>], /hookgate/replay/<route>[/<id>] or /hookgate/status/<route>, with / in a route or ID escaped as %2F"))
+	switch {
+	case err == nil && len(parts) == 1 && parts[0] == "ui":
+		return a.serveUI(w, r)
+	case err == nil && len(parts) == 1 && parts[0] == "routes":
+		return a.routes(w, r)
+	case err != nil || len(parts) < 2 || len(parts) > 3:
+		return apiError(http.StatusNotFound, errors.New("use /hookgate/ui, /hookgate/routes, /hookgate/events/<route>[/<id>], /hookgate/replay/<route>[/<id>] or /hookgate/status/<route>, with / in a route or ID escaped as %2F"))
 	}
 	sender, err := findDeliverer(parts[1])
 	if err != nil {

@@ -1,0 +1,160 @@
+package caddymodule
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/chromedp/chromedp"
+)
+
+// chromiumPath is Debian's chromium, which ./xcaddy.sh test installs when it is missing.
+const chromiumPath = "/usr/bin/chromium"
+
+// uiAdmin is the admin block the README recommends for the dead-letter page: Caddy 2.11 checks
+// the origin of every request a browser makes, and a typed-in address carries neither Origin
+// nor Referer, so the empty origin is listed beside the admin address itself.
+const uiAdmin = `admin localhost:2999 {
+		origins "" localhost:2999 127.0.0.1:2999 [::1]:2999
+	}`
+
+// newBrowser starts headless chromium for the test, bounded by within; it is stopped at cleanup.
+func newBrowser(t *testing.T, within time.Duration) context.Context {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		t.Fatalf("Debian's chromium is needed at %s (%v): install it with `apt-get update && apt-get install -y chromium` (./xcaddy.sh test does)", chromiumPath, err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), within)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath), chromedp.Headless, chromedp.NoSandbox, chromedp.WindowSize(1280, 720))
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	browser, cancelBrowser := chromedp.NewContext(alloc, chromedp.WithLogf(t.Logf))
+	t.Cleanup(func() { cancelBrowser(); cancelAlloc(); cancel() })
+	return browser
+}
+
+// artifactDir is where a test leaves files worth looking at: $HOOKGATE_ARTIFACTS, else a
+// directory removed after the test.
+func artifactDir(t *testing.T) string {
+	if dir := os.Getenv("HOOKGATE_ARTIFACTS"); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	return t.TempDir()
+}
+
+// adminPost POSTs to the admin API as a browser page at origin would.
+func adminPost(t *testing.T, path, origin string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, "http://localhost:2999"+path, nil)
+	req.Header.Set("Origin", origin)
+	req.Header.Set("Sec-Fetch-Mode", "cors")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// An operator opens the dead-letter page in a real browser, sees a dead letter, replays it
+// with its button once the upstream is back, and sees it delivered; another site's page
+// cannot replay anything.
+func TestDeadLetterPageInBrowser(t *testing.T) {
+	up := newUpstream(t)
+	up.status.Store(http.StatusBadRequest)
+	cfg := gatewayConfig("uipage", unusedUpstream, asyncRoute(up.Listener.Addr().String(), "max_attempts 1"))
+	cfg = strings.Replace(cfg, "admin localhost:2999", uiAdmin, 1)
+	tester := caddytest.NewTester(t)
+	tester.InitServer(cfg, "caddyfile")
+	browser := newBrowser(t, 30*time.Second)
+
+	for _, id := range []string{"evt_ui_1", "evt_ui_2"} {
+		expectReply(t, "accepted", send(t, tester.Client, newEvent(t, id, "obj_"+id, 1)), http.StatusAccepted, "")
+	}
+	waitFor(t, "both events dead", 10*time.Second, func() bool {
+		_, body := admin(t, http.MethodGet, "/hookgate/events/uipage?state=dead")
+		return strings.Count(body, `"id":`) == 2
+	})
+
+	row := func(id string) chromedp.CSS { return chromedp.CSS(`#dead tr[data-id="` + id + `"]`) }
+	if err := chromedp.Do(browser,
+		chromedp.Navigate("http://localhost:2999/hookgate/ui"),
+		chromedp.WaitVisible(row("evt_ui_1")),
+		chromedp.WaitVisible(row("evt_ui_2")),
+	); err != nil {
+		t.Fatalf("the page never showed both dead letters: %v", err)
+	}
+	deadRow, err := chromedp.Run(browser, chromedp.Text(row("evt_ui_1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(deadRow, "400") || !strings.Contains(deadRow, "uipage") {
+		t.Fatalf("the dead letter's row %q shows neither its last status 400 nor its route", deadRow)
+	}
+	deadCount, err := chromedp.Run(browser, chromedp.Text(chromedp.CSS(`#routes tr[data-route="uipage"] td.dead-count`)))
+	if err != nil || deadCount != "2" {
+		t.Fatalf("the queue table counts %q dead letters (%v), want 2", deadCount, err)
+	}
+	if _, body := admin(t, http.MethodGet, "/hookgate/routes"); !strings.Contains(body, `{"name":"uipage","paused":false,`) || !strings.Contains(body, `"backlog":0,"max_pending":100000}`) {
+		t.Fatalf("GET /hookgate/routes: %s, want uipage with an empty backlog", body)
+	}
+	page, err := chromedp.Run(browser, chromedp.Text(chromedp.CSS("body")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(page, "obj_evt_ui_1") {
+		t.Fatalf("the page shows an event's body:\n%s", page)
+	}
+	shot, err := chromedp.Run(browser, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shotPath := filepath.Join(artifactDir(t), "dead-letter-page.png")
+	if err := os.WriteFile(shotPath, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot of the page with two dead letters: %s", shotPath)
+
+	// Another site's page posting to the admin API is refused, and replays nothing.
+	if status, body := adminPost(t, "/hookgate/replay/uipage/evt_ui_1", "http://attacker.example"); status != http.StatusForbidden {
+		t.Fatalf("a replay from a foreign origin: %d %s, want 403", status, body)
+	}
+	if status, body := adminPost(t, "/hookgate/replay/uipage", "http://attacker.example"); status != http.StatusForbidden {
+		t.Fatalf("replay all from a foreign origin: %d %s, want 403", status, body)
+	}
+	if _, body := admin(t, http.MethodGet, "/hookgate/events/uipage/evt_ui_1"); !strings.Contains(body, `"state":"dead"`) {
+		t.Fatalf("after refused replays the event is %s, want still dead", body)
+	}
+
+	up.status.Store(http.StatusOK)
+	if err := chromedp.Do(browser,
+		chromedp.Click(chromedp.CSS(`#dead tr[data-id="evt_ui_1"] button`)),
+		chromedp.WaitNotPresent(row("evt_ui_1")),
+	); err != nil {
+		t.Fatalf("the replayed dead letter never left the page: %v", err)
+	}
+	waitFor(t, "the replayed event delivered", 10*time.Second, func() bool { return up.count("evt_ui_1") == 2 })
+	message, err := chromedp.Run(browser, chromedp.Text(chromedp.ID("message")))
+	if err != nil || !strings.Contains(message, "replayed 1") {
+		t.Fatalf("the page says %q (%v), want it to say the event was replayed", message, err)
+	}
+	if _, body := admin(t, http.MethodGet, "/hookgate/events/uipage/evt_ui_1"); !strings.Contains(body, `"state":"delivered"`) {
+		t.Fatalf("after the replay the event is %s, want delivered", body)
+	}
+	if n := up.count("evt_ui_2"); n != 1 {
+		t.Fatalf("the other dead letter was sent %d times, want once (only evt_ui_1 was replayed)", n)
+	}
+	if err := chromedp.Do(browser, chromedp.WaitVisible(row("evt_ui_2"))); err != nil {
+		t.Fatalf("the other dead letter left the page: %v", err)
+	}
+}
