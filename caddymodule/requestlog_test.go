@@ -295,3 +295,50 @@ func TestRequestLogLevels(t *testing.T) {
 		}
 	}
 }
+
+// A dead letter is one WARN line saying route, event ID, attempts, last status and last error;
+// the upstream's pause and its resumption are one WARN each, with the route.
+func TestDeadLetterPauseAndResumeLoggedAtWarn(t *testing.T) {
+	up := newUpstream(t)
+	up.status.Store(http.StatusInternalServerError)
+	logFile := filepath.Join(t.TempDir(), "hookgate.log")
+	cfg := gatewayConfig("deadlog", unusedUpstream, asyncRoute(up.Listener.Addr().String(), "max_attempts 2", "pause_after 2"))
+	tester := caddytest.NewTester(t)
+	tester.InitServer(withLogFile(cfg, logFile, "INFO"), "caddyfile")
+
+	expectReply(t, "an event the upstream fails", send(t, tester.Client, newEvent(t, "evt_deadlog_1", "obj_deadlog", 1)), http.StatusAccepted, "")
+	withMessage := func(lines []logLine, snippet string) (found []logLine) {
+		for _, l := range lines {
+			if strings.Contains(l.str("msg"), snippet) {
+				found = append(found, l)
+			}
+		}
+		return found
+	}
+	waitFor(t, "the dead letter's line", 10*time.Second, func() bool {
+		lines, _ := readLogLines(t, logFile)
+		return len(withMessage(lines, "dead-lettered")) > 0
+	})
+	up.status.Store(http.StatusOK)
+	expectReply(t, "an event the upstream takes", send(t, tester.Client, newEvent(t, "evt_deadlog_2", "obj_deadlog", 2)), http.StatusAccepted, "")
+	waitFor(t, "the resumption's line", 10*time.Second, func() bool {
+		lines, _ := readLogLines(t, logFile)
+		return len(withMessage(lines, "delivery resumed")) > 0
+	})
+
+	lines, _ := readLogLines(t, logFile)
+	dead := withMessage(lines, "dead-lettered")
+	if len(dead) != 1 {
+		t.Fatalf("%d dead-letter lines, want 1: %v", len(dead), dead)
+	}
+	if l := dead[0]; l.str("level") != "warn" || l.str("logger") != "hookgate" || l.str("route") != "deadlog" || l.str("event_id") != "evt_deadlog_1" ||
+		l["attempts"] != float64(2) || l["last_status"] != float64(500) || !strings.Contains(l.str("last_error"), "500") {
+		t.Errorf("dead-letter line %v, want WARN from hookgate with route, event_id, attempts 2, last_status 500 and last_error", l)
+	}
+	for _, snippet := range []string{"upstream paused", "delivery resumed"} {
+		found := withMessage(lines, snippet)
+		if len(found) != 1 || found[0].str("level") != "warn" || found[0].str("route") != "deadlog" {
+			t.Errorf("%q lines %v, want one WARN with the route", snippet, found)
+		}
+	}
+}
