@@ -23,6 +23,7 @@ import (
 // signed bytes (replay.go).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	out := newOutcome(w, r)
+	defer h.logRequest(out, r)
 	stripHookgateHeaders(r.Header)
 
 	if err := h.verifier.CheckHeaders(r.Header, time.Now()); err != nil {

@@ -21,6 +21,8 @@ type outcome struct {
 	w http.ResponseWriter
 	// The placeholders' values; an empty one is left unknown, as if never set.
 	eventID, scheme, result, reason string
+	// status is the answer's status when hookgate answered itself (0 when the next handler did).
+	status int
 }
 
 const placeholderPrefix = "http.hookgate."
@@ -93,7 +95,7 @@ func (o *outcome) answer(status int, what, body string) error {
 
 // handshake answers the provider's endpoint check with the scheme's reply; nothing is recorded.
 func (o *outcome) handshake(scheme string, reply verify.Reply) error {
-	o.scheme, o.result = scheme, "handshake"
+	o.scheme, o.result, o.status = scheme, "handshake", reply.Status
 	if reply.ContentType != "" {
 		o.w.Header().Set("Content-Type", reply.ContentType)
 	}
@@ -115,7 +117,7 @@ type receipt struct {
 }
 
 func (o *outcome) write(status int, what string, body any) error {
-	o.result = what
+	o.result, o.status = what, status
 	o.w.Header().Set("Content-Type", "application/json")
 	o.w.WriteHeader(status)
 	return json.NewEncoder(o.w).Encode(body)

@@ -70,7 +70,6 @@ func (d *Deliverer) recordAttempt(cfg Config, ev *dedupe.Event, result attemptRe
 	ev.LastError = result.problem
 	ev.UpdatedAt = now
 	ev.NextAttempt = time.Time{}
-	logger = logger.With(zap.Int("attempt", ev.Attempts), zap.Int("status", result.status))
 
 	keep := cfg.DeadKeep
 	var delay time.Duration
@@ -96,11 +95,13 @@ func (d *Deliverer) recordAttempt(cfg Config, ev *dedupe.Event, result attemptRe
 	}
 	switch ev.State {
 	case dedupe.Delivered:
-		logger.Debug("event delivered")
+		logger.Debug("event delivered", zap.Int("attempt", ev.Attempts), zap.Int("status", result.status))
 	case dedupe.Dead:
-		logger.Warn("event dead-lettered", zap.String("reason", ev.LastError))
+		logger.Warn("event dead-lettered", zap.Int("attempts", ev.Attempts),
+			zap.Int("last_status", ev.LastStatus), zap.String("last_error", ev.LastError))
 	case dedupe.Pending:
-		logger.Info("attempt failed; retrying", zap.String("reason", ev.LastError), zap.Duration("retry_in", delay))
+		logger.Info("attempt failed; retrying", zap.Int("attempt", ev.Attempts), zap.Int("status", result.status),
+			zap.String("reason", ev.LastError), zap.Duration("retry_in", delay))
 		if delay < pollInterval {
 			time.AfterFunc(delay, d.Notify) // sooner than the loop would look on its own
 		}
@@ -162,7 +163,8 @@ func (d *Deliverer) upstreamSucceeded() {
 	resumed := d.health.succeeded()
 	d.mu.Unlock()
 	if resumed {
-		d.logger.Info("upstream answers again; delivery resumed at full concurrency")
+		// WARN, as the pause was: an operator alerted by one sees the other.
+		d.logger.Warn("upstream answers again; delivery resumed at full concurrency")
 	}
 }
 
@@ -175,7 +177,7 @@ func (d *Deliverer) upstreamFailed(pauseAfter int, retryAt time.Time) {
 	d.mu.Unlock()
 	if paused {
 		d.logger.Warn("upstream paused after failures in a row; probing it with one event at a time",
-			zap.Int("failures", failures))
+			zap.Int("failures", failures), zap.Duration("probe_in", time.Until(retryAt).Round(time.Millisecond)))
 	}
 }
 
