@@ -62,7 +62,8 @@ func registerMetrics(ctx caddy.Context, app *App) error {
 	if registry == nil {
 		return nil
 	}
-	for _, c := range []prometheus.Collector{requestsTotal, verifySeconds, deliveriesTotal, deliverySeconds, &routesCollector{app: app}} {
+	for _, c := range []prometheus.Collector{requestsTotal, verifySeconds, deliveriesTotal, deliverySeconds,
+		ledgerCommitSeconds, ledgerCommitRequests, &routesCollector{app: app}} {
 		if err := registry.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if !errors.As(err, &already) {
@@ -153,3 +154,26 @@ func (o *deliveryObserver) Recorded(state dedupe.State) {
 
 // Interface guards
 var _ deliver.Observer = (*deliveryObserver)(nil)
+
+// The Badger ledgers' group commits (dedupe/commit.go), all stores together.
+var (
+	ledgerCommitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "hookgate_ledger_commit_seconds",
+		Help:    "Time taken to write and sync one group commit of a Badger ledger.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 3, 10), // 0.1 ms to 2 s
+	})
+	ledgerCommitRequests = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "hookgate_ledger_commit_group_size",
+		Help:    "Requests (accepts, dones, delivery updates, ...) sharing one group commit of a Badger ledger.",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
+	})
+)
+
+// observedBadger is an open Badger ledger whose commits are observed.
+func observedBadger(l *dedupe.Badger) *badgerStore {
+	l.ObserveCommits(func(took time.Duration, requests int) {
+		ledgerCommitSeconds.Observe(took.Seconds())
+		ledgerCommitRequests.Observe(float64(requests))
+	})
+	return &badgerStore{l}
+}

@@ -86,6 +86,13 @@ func TestMetricsAddUp(t *testing.T) {
 			t.Errorf("%s went up by %v, want %v", name, d, n)
 		}
 	}
+	// Every accept was committed in some group, with dones, leases and delivery updates.
+	if d := got["hookgate_ledger_commit_group_size_sum"] - before["hookgate_ledger_commit_group_size_sum"]; d < accepted+1 {
+		t.Errorf("hookgate_ledger_commit_group_size_sum went up by %v, fewer than the %d accepts", d, accepted+1)
+	}
+	if got["hookgate_ledger_commit_seconds_count"] <= before["hookgate_ledger_commit_seconds_count"] {
+		t.Errorf("hookgate_ledger_commit_seconds_count did not go up")
+	}
 	if got[series("hookgate_ledger_disk_free_bytes")] <= 0 {
 		t.Errorf("hookgate_ledger_disk_free_bytes is %v", got[series("hookgate_ledger_disk_free_bytes")])
 	}
