@@ -54,11 +54,11 @@ func (h *Handler) enqueue(out *outcome, r *http.Request, body []byte, claim dedu
 	claim.MaxPending = h.maxPending
 	found, err := h.ledger.Accept(r.Context(), claim, ev, time.Duration(h.DedupeTTL))
 	if errors.Is(err, dedupe.ErrTooLarge) {
-		return out.reject(http.StatusRequestEntityTooLarge, "request too large to queue (body and headers over "+humanize.IBytes(dedupe.MaxPayload)+")")
+		return out.reject(http.StatusRequestEntityTooLarge, fmt.Errorf("request too large to queue (body and headers over %s)", humanize.IBytes(dedupe.MaxPayload)))
 	}
 	if err == nil && found == dedupe.Full {
 		h.noteBacklogFull(true)
-		return out.busy(fmt.Sprintf("backlog of undelivered events is at max_pending (%d)", h.maxPending))
+		return out.busy(reasonBacklogFull, fmt.Sprintf("backlog of undelivered events is at max_pending (%d)", h.maxPending))
 	}
 	if answered, err := h.answerUnlessNew(out, "accept", found, err); answered {
 		return err

@@ -54,6 +54,9 @@ func (*App) CaddyModule() caddy.ModuleInfo {
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
 	a.routes = map[routeKey]*appRoute{}
+	if err := registerMetrics(ctx, a); err != nil {
+		return err
+	}
 	return a.provisionBodyBudget()
 }
 

@@ -71,13 +71,13 @@ func (b *bodyBudget) release(n int64) {
 func (h *Handler) reserveBody(out *outcome, r *http.Request) (reserved int64, answered bool, _ error) {
 	size := r.ContentLength
 	if size > h.MaxBody {
-		return 0, true, out.unread(r).reject(http.StatusRequestEntityTooLarge, errTooLarge(h.MaxBody).Error())
+		return 0, true, out.unread(r).reject(http.StatusRequestEntityTooLarge, errTooLarge(h.MaxBody))
 	}
 	if size < 0 {
 		size = h.MaxBody
 	}
 	if !bufferedBodies.reserve(size, h.app.bodyBudget) {
-		return 0, true, out.unread(r).busy(fmt.Sprintf("busy: the request bodies being received fill the server's body_budget (%s)",
+		return 0, true, out.unread(r).busy(reasonBodyBudget, fmt.Sprintf("busy: the request bodies being received fill the server's body_budget (%s)",
 			humanize.IBytes(uint64(h.app.bodyBudget))))
 	}
 	return size, false, nil

@@ -23,11 +23,12 @@ import (
 // signed bytes (replay.go).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	out := newOutcome(w, r)
-	defer h.logRequest(out, r)
+	defer h.logRequest(out, r) // requestlog.go
+	defer h.countRequest(out)   // metrics.go
 	stripHookgateHeaders(r.Header)
 
 	if err := h.verifier.CheckHeaders(r.Header, time.Now()); err != nil {
-		return out.unread(r).reject(http.StatusUnauthorized, err.Error())
+		return out.unread(r).reject(http.StatusUnauthorized, err)
 	}
 	reserved, answered, err := h.reserveBody(out, r)
 	if answered {
@@ -36,21 +37,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	defer bufferedBodies.release(reserved) // after the next handler, which is handed the body
 	body, status, err := readBody(r, h.MaxBody)
 	if err != nil {
-		return out.reject(status, err.Error())
+		return out.reject(status, err)
 	}
 	// The public URL, for schemes that sign it (publicurl.go); a timestamp inside the body, for
 	// schemes that sign one there (bodytimestamp.go).
 	msg := h.message(r, body)
 	verified, err := h.verify(msg, time.Now())
 	if err != nil {
-		return out.reject(http.StatusUnauthorized, err.Error())
+		return out.reject(http.StatusUnauthorized, err)
 	}
 	if reply, ok := h.verifier.Handshake(verified, msg); ok { // the provider's endpoint check
 		return out.handshake(h.scheme, reply)
 	}
 	claim, err := h.claimFor(r, body, verified)
 	if err != nil {
-		return out.reject(http.StatusBadRequest, err.Error())
+		return out.reject(http.StatusBadRequest, err)
 	}
 	out.event(claim.ID, h.scheme)
 	if h.Forward != nil {
@@ -77,10 +78,10 @@ func (h *Handler) answerUnlessNew(out *outcome, op string, found dedupe.Outcome,
 	var unavailable *unavailableError
 	switch {
 	case errors.As(err, &unavailable): // logged once, where it was found (store.go, diskspace.go)
-		return true, out.busy(unavailable.reason)
+		return true, out.busy(unavailableClass(unavailable), unavailable.reason)
 	case err != nil:
 		h.logger.Error("ledger "+op+" failed", zap.String("route", h.Name), zap.Error(err))
-		return true, out.busy("ledger unavailable")
+		return true, out.busy(reasonLedgerDown, "ledger unavailable")
 	case found == dedupe.Duplicate:
 		return true, out.answer(http.StatusOK, "duplicate", `{"received":true,"duplicate":true}`)
 	case found == dedupe.Stale:

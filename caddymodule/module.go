@@ -254,6 +254,7 @@ func (h *Handler) registerRoute(ctx caddy.Context, storeKey string) error {
 		if err != nil {
 			return err
 		}
+		cfg.Observer = newDeliveryObserver(h.Name)
 		delivery = &cfg
 		h.maxPending, h.backlogFull = cfg.MaxPending, new(atomic.Bool)
 	}

@@ -23,6 +23,8 @@ type outcome struct {
 	eventID, scheme, result, reason string
 	// status is the answer's status when hookgate answered itself (0 when the next handler did).
 	status int
+	// class is the refusal's reason class, for metrics (metrics.go).
+	class string
 }
 
 const placeholderPrefix = "http.hookgate."
@@ -65,16 +67,17 @@ func (o *outcome) accepted() {
 	o.result = "accepted"
 }
 
-// reject refuses a request that is not authentic or not well-formed. The reason is in words and
-// never carries a secret or an expected signature.
-func (o *outcome) reject(status int, reason string) error {
-	o.reason = reason
-	return o.write(status, "rejected", refusal{Error: reason})
+// reject refuses a request that is not authentic or not well-formed. The error's words are the
+// reason, and never carry a secret or an expected signature.
+func (o *outcome) reject(status int, err error) error {
+	o.reason, o.class = err.Error(), rejectClass(status, err)
+	return o.write(status, "rejected", refusal{Error: o.reason})
 }
 
-// busy answers 503 when the event cannot be durably recorded: never a 2xx for that.
-func (o *outcome) busy(reason string) error {
-	o.reason = reason
+// busy answers 503 when the event cannot be durably recorded: never a 2xx for that. class is the
+// reason's class (metrics.go).
+func (o *outcome) busy(class, reason string) error {
+	o.reason, o.class = reason, class
 	o.w.Header().Set("Retry-After", retryAfterSeconds)
 	return o.write(http.StatusServiceUnavailable, "busy", refusal{Error: reason})
 }
@@ -82,7 +85,7 @@ func (o *outcome) busy(reason string) error {
 // conflict answers 409 while another request holds the claim on the same event ID: the first one
 // may still fail, so the provider should retry rather than be told "duplicate".
 func (o *outcome) conflict(reason string) error {
-	o.reason = reason
+	o.reason, o.class = reason, reasonInFlight
 	o.w.Header().Set("Retry-After", retryAfterSeconds)
 	return o.write(http.StatusConflict, "busy", refusal{Error: reason})
 }

@@ -242,14 +242,14 @@ func (p *pooledLedger) openStore() (store, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &badgerStore{l}, nil
+		return observedBadger(l), nil
 	}
 	l, err := dedupe.ReopenBadger(previous)
 	if err != nil {
 		return nil, err
 	}
 	p.failed = nil
-	return &badgerStore{l}, nil
+	return observedBadger(l), nil
 }
 
 // retire takes the failed store out of use and closes it in the background: Badger's Close

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -67,6 +68,8 @@ type committer struct {
 	// groups counts commits (each is one WAL sync and one value-log sync),
 	// for the benchmarks' syncs-per-request figure.
 	groups atomic.Int64
+	// observer, if set, is told of each commit (commit_observer.go).
+	observer atomic.Pointer[CommitObserver]
 }
 
 // request is one caller's transaction function awaiting its group.
@@ -231,10 +234,12 @@ func (c *committer) try(group []*request) (n, failed int, err error) {
 		return 0, i, err
 	}
 	c.groups.Add(1)
+	start := time.Now()
 	if err := c.commitTxn(txn); err != nil {
 		c.failed.fail(redact(err))
 	} else {
 		committed = true
 	}
+	c.observe(start, len(group))
 	return len(group), -1, c.failed.get()
 }

@@ -69,6 +69,7 @@ func newClient(workers int) *http.Client {
 // attempt sends ev once, as attempt number (1-based), and classifies the outcome. stopCtx ends
 // only when the deliverer gives up on its attempts; each one is bounded by cfg.Timeout.
 func attempt(stopCtx context.Context, client *http.Client, cfg Config, ev *dedupe.Event, number int) attemptResult {
+	defer cfg.attempted(time.Now())
 	ctx, cancel := context.WithTimeout(stopCtx, cfg.Timeout)
 	defer cancel()
 

@@ -70,6 +70,8 @@ type Config struct {
 	// about 160 MiB of 1 KiB events or 0.9 GiB of 8 KiB ones (a queued event takes its body
 	// plus about 0.6 KiB).
 	MaxPending int
+	// Observer, if set, is told each attempt's duration and each event's recorded state.
+	Observer Observer
 }
 
 // WithDefaults returns c with every zero field set to its default. Negative values are kept,

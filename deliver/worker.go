@@ -56,7 +56,9 @@ func (d *Deliverer) supersedeIfOutdated(s *settings, ev *dedupe.Event, until tim
 	ev.NextAttempt = time.Time{}
 	ev.LastError = fmt.Sprintf("superseded: version %d of the entity was already delivered", delivered)
 	ev.UpdatedAt = time.Now()
-	d.store(ev, s.cfg.Keep, until, logger)
+	if d.store(ev, s.cfg.Keep, until, logger) {
+		s.cfg.recorded(ev.State)
+	}
 	logger.Info("event superseded, not sent", zap.Int64("version", ev.Version), zap.Int64("delivered_version", delivered))
 	return true
 }
@@ -93,6 +95,7 @@ func (d *Deliverer) recordAttempt(cfg Config, ev *dedupe.Event, result attemptRe
 	if !d.store(ev, keep, until, logger) {
 		return
 	}
+	cfg.recorded(ev.State)
 	switch ev.State {
 	case dedupe.Delivered:
 		logger.Debug("event delivered", zap.Int("attempt", ev.Attempts), zap.Int("status", result.status))

@@ -1,0 +1,87 @@
+package caddymodule
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// scrapeTimeout bounds the backlog reads of one scrape: Badger's is a counter in memory, a Redis
+// store's is a call to Redis.
+const scrapeTimeout = 2 * time.Second
+
+var (
+	queueDepthDesc = prometheus.NewDesc("hookgate_queue_depth",
+		"Events of an async route by state: pending (queued, not yet delivered or dead) and in_flight (being sent now).",
+		[]string{"route", "state"}, nil)
+	upstreamPausedDesc = prometheus.NewDesc("hookgate_upstream_paused",
+		"1 while an async route's upstream is paused after failures in a row (one event at a time probes it), else 0.",
+		[]string{"route"}, nil)
+	diskFreeDesc = prometheus.NewDesc("hookgate_ledger_disk_free_bytes",
+		"Free space of the filesystem of a route's Badger ledger, as last read (at most a few seconds old).",
+		[]string{"route"}, nil)
+	diskLowDesc = prometheus.NewDesc("hookgate_ledger_disk_low",
+		"1 while a route's Badger ledger is below its min_free watermark and new events are refused, else 0.",
+		[]string{"route"}, nil)
+)
+
+// routesCollector reports the running config's routes as they are at scrape time, from what is
+// kept in memory: each backlog's counter, each deliverer's status, each disk's watermark.
+type routesCollector struct{ app *App }
+
+// Describe implements prometheus.Collector.
+func (c *routesCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{queueDepthDesc, upstreamPausedDesc, diskFreeDesc, diskLowDesc} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector. A route whose backlog cannot be read (its store is
+// down) is left out of hookgate_queue_depth rather than reported as empty.
+func (c *routesCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	defer cancel()
+	seen := map[string]bool{} // two stores may each have a route of one name: reported once
+	for key, r := range c.app.routesNow() {
+		if seen[key.name] {
+			continue
+		}
+		seen[key.name] = true
+		if r.store.disk != nil {
+			avail, _, low := r.store.disk.read()
+			ch <- prometheus.MustNewConstMetric(diskFreeDesc, prometheus.GaugeValue, float64(avail), key.name)
+			ch <- prometheus.MustNewConstMetric(diskLowDesc, prometheus.GaugeValue, boolGauge(low), key.name)
+		}
+		if r.sender == nil {
+			continue
+		}
+		status := r.sender.Status()
+		ch <- prometheus.MustNewConstMetric(upstreamPausedDesc, prometheus.GaugeValue, boolGauge(status.Paused), key.name)
+		ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(status.InFlight), key.name, "in_flight")
+		if pending, err := r.store.Pending(ctx, key.name); err == nil {
+			ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(pending), key.name, "pending")
+		}
+	}
+}
+
+// routesNow is a copy of the app's routes, so a scrape reads stores without holding the app.
+func (a *App) routesNow() map[routeKey]appRoute {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	routes := make(map[routeKey]appRoute, len(a.routes))
+	for key, r := range a.routes {
+		routes[key] = *r
+	}
+	return routes
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Interface guards
+var _ prometheus.Collector = (*routesCollector)(nil)

@@ -1,0 +1,155 @@
+package caddymodule
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMetricsAddUp runs a scripted mix of webhooks through an async route, scrapes Caddy's admin
+// /metrics, and checks every hookgate count is exactly what was sent; then reloads the config
+// and checks the counters go on from where they were, each metric registered once.
+func TestMetricsAddUp(t *testing.T) {
+	const route = "metricsrun"
+	const deadID = "evt_m_dead"
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Hookgate-Event-Id") == deadID {
+			w.WriteHeader(http.StatusBadRequest) // not retried: a dead letter at once
+		}
+	}))
+	t.Cleanup(up.Close)
+	cfg := gatewayConfig(route, unusedUpstream, asyncRoute(up.Listener.Addr().String()))
+	tester := startAsyncGateway(t, route, up.Listener.Addr().String())
+	before := scrape(t)
+
+	const accepted, duplicates, forgeries = 5, 3, 4
+	var sent []*event
+	for i := range accepted {
+		ev := newEvent(t, fmt.Sprintf("evt_m_%d", i), fmt.Sprintf("obj_m_%d", i), 2)
+		expectReply(t, "accepted", send(t, tester.Client, ev), http.StatusAccepted, "")
+		sent = append(sent, ev)
+	}
+	expectReply(t, "dead letter's accept", send(t, tester.Client, newEvent(t, deadID, "obj_m_dead", 1)), http.StatusAccepted, "")
+	for i := range duplicates {
+		expectReply(t, "duplicate", send(t, tester.Client, sent[i]), http.StatusOK, `"duplicate":true`)
+	}
+	expectReply(t, "stale", send(t, tester.Client, newEvent(t, "evt_m_old", "obj_m_0", 1)), http.StatusOK, `"stale":true`)
+	for i := range forgeries {
+		forged := signedEvent(t, fmt.Sprintf("evt_m_forged_%d", i), `{"data":{"object":{"id":"x","updated":1}}}`, time.Now(), "whsec_bm90IHRoZSBzZWNyZXQgYXQgYWxsISEh")
+		expectReply(t, "forgery", send(t, tester.Client, forged), http.StatusUnauthorized, "")
+	}
+	old := signedEvent(t, "evt_m_late", `{}`, time.Now().Add(-time.Hour), testSecret)
+	expectReply(t, "old timestamp", send(t, tester.Client, old), http.StatusUnauthorized, "")
+	huge := newEvent(t, "evt_m_huge", strings.Repeat("x", 5000), 1)
+	expectReply(t, "over max_body", send(t, tester.Client, huge), http.StatusRequestEntityTooLarge, "")
+
+	series := func(name string, labels ...string) string {
+		labels = append(labels, `route="`+route+`"`)
+		slices.Sort(labels) // as the exposition writes them
+		return name + "{" + strings.Join(labels, ",") + "}"
+	}
+	var got map[string]float64
+	waitFor(t, "deliveries counted", 10*time.Second, func() bool {
+		got = scrape(t)
+		return got[series("hookgate_deliveries_total", `result="delivered"`)] == accepted &&
+			got[series("hookgate_deliveries_total", `result="dead"`)] == 1 &&
+			got[series("hookgate_queue_depth", `state="pending"`)] == 0
+	})
+	want := map[string]float64{
+		series("hookgate_requests_total", `outcome="accepted"`, `reason=""`):               accepted + 1,
+		series("hookgate_requests_total", `outcome="duplicate"`, `reason=""`):              duplicates,
+		series("hookgate_requests_total", `outcome="stale"`, `reason=""`):                  1,
+		series("hookgate_requests_total", `outcome="rejected"`, `reason="signature"`):      forgeries,
+		series("hookgate_requests_total", `outcome="rejected"`, `reason="timestamp"`):      1,
+		series("hookgate_requests_total", `outcome="rejected"`, `reason="body_too_large"`): 1,
+		// Refused on their headers, the old timestamp and the oversized body are never verified.
+		series("hookgate_verify_seconds_count"):                   accepted + 1 + duplicates + 1 + forgeries,
+		series("hookgate_deliveries_total", `result="delivered"`): accepted,
+		series("hookgate_deliveries_total", `result="dead"`):      1,
+		series("hookgate_deliveries_total", `result="retry"`):     0,
+		series("hookgate_delivery_seconds_count"):                 accepted + 1,
+		series("hookgate_queue_depth", `state="pending"`):         0,
+		series("hookgate_upstream_paused"):                        0,
+		series("hookgate_ledger_disk_low"):                        0,
+	}
+	for name, n := range want {
+		if _, ok := got[name]; !ok {
+			t.Errorf("%s is missing", name)
+		} else if d := got[name] - before[name]; d != n {
+			t.Errorf("%s went up by %v, want %v", name, d, n)
+		}
+	}
+	// Every accept was committed in some group, with dones, leases and delivery updates.
+	if d := got["hookgate_ledger_commit_group_size_sum"] - before["hookgate_ledger_commit_group_size_sum"]; d < accepted+1 {
+		t.Errorf("hookgate_ledger_commit_group_size_sum went up by %v, fewer than the %d accepts", d, accepted+1)
+	}
+	if got["hookgate_ledger_commit_seconds_count"] <= before["hookgate_ledger_commit_seconds_count"] {
+		t.Errorf("hookgate_ledger_commit_seconds_count did not go up")
+	}
+	if got[series("hookgate_ledger_disk_free_bytes")] <= 0 {
+		t.Errorf("hookgate_ledger_disk_free_bytes is %v", got[series("hookgate_ledger_disk_free_bytes")])
+	}
+	for name := range got {
+		if strings.Contains(name, "evt_") || strings.Contains(name, "obj_") || strings.Contains(name, "127.0.0.1") {
+			t.Errorf("a label carries an event ID, entity or address: %s", name)
+		}
+	}
+
+	tester.InitServer(strings.Replace(cfg, "timeout 2s", "timeout 3s", 1), "caddyfile")
+	expectReply(t, "accepted after the reload", send(t, tester.Client, newEvent(t, "evt_m_after", "obj_m_after", 1)), http.StatusAccepted, "")
+	waitFor(t, "the delivery after the reload", 10*time.Second, func() bool {
+		return scrape(t)[series("hookgate_deliveries_total", `result="delivered"`)] == accepted+1
+	})
+	after := scrape(t)
+	acceptedSeries := series("hookgate_requests_total", `outcome="accepted"`, `reason=""`)
+	if d := after[acceptedSeries] - got[acceptedSeries]; d != 1 {
+		t.Errorf("after a reload, %s went from %v to %v: want one more", acceptedSeries, got[acceptedSeries], after[acceptedSeries])
+	}
+	if d := after[series("hookgate_verify_seconds_count")] - got[series("hookgate_verify_seconds_count")]; d != 1 {
+		t.Errorf("after a reload, hookgate_verify_seconds_count went up by %v, want 1", d)
+	}
+}
+
+// sampleLine is one sample of the text exposition format: name, labels, value.
+var sampleLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})? (\S+)$`)
+
+// scrape reads the admin endpoint's /metrics: each hookgate sample by its series as written
+// (labels in name order). A metric family announced twice fails the test.
+func scrape(t *testing.T) map[string]float64 {
+	t.Helper()
+	status, body := admin(t, http.MethodGet, "/metrics")
+	if status != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %s", status, body)
+	}
+	samples := map[string]float64{}
+	types := map[string]bool{}
+	sc := bufio.NewScanner(strings.NewReader(body))
+	for sc.Scan() {
+		line := sc.Text()
+		if name, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			name, _, _ = strings.Cut(name, " ")
+			if types[name] {
+				t.Fatalf("metric %s is exposed twice", name)
+			}
+			types[name] = true
+			continue
+		}
+		m := sampleLine.FindStringSubmatch(line)
+		if m == nil || !strings.HasPrefix(m[1], "hookgate_") {
+			continue
+		}
+		v, err := strconv.ParseFloat(m[3], 64)
+		if err != nil {
+			t.Fatalf("sample %q: %v", line, err)
+		}
+		samples[m[1]+m[2]] = v
+	}
+	return samples
+}
