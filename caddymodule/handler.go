@@ -24,7 +24,7 @@ import (
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	out := newOutcome(w, r)
 	defer h.logRequest(out, r) // requestlog.go
-	defer h.countRequest(out)   // metrics.go
+	defer h.countRequest(out)  // metrics.go
 	stripHookgateHeaders(r.Header)
 
 	if err := h.verifier.CheckHeaders(r.Header, time.Now()); err != nil {
