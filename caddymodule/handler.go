@@ -67,9 +67,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	r.Header.Set("Hookgate-Event-Id", claim.ID)
 	r.Header.Set("Hookgate-Verified", h.scheme)
 	rec := &statusRecorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
-	nextErr := next.ServeHTTP(rec, r)
-	h.settle(r.Context(), claim, nextErr == nil && processed(rec.status))
-	return nextErr
+	return h.handOn(rec, r, next, claim)
+}
+
+// handOn calls the next handler and settles the claim by its answer, even when it panics:
+// reverse_proxy aborts with http.ErrAbortHandler a response whose body the upstream broke off,
+// after the upstream's status went out. The panic goes on once the claim is settled, so the
+// provider's retry is a duplicate (the app answered) or processed again (it did not), never 409.
+func (h *Handler) handOn(rec *statusRecorder, r *http.Request, next caddyhttp.Handler, claim dedupe.Claim) error {
+	returned := false
+	defer func() {
+		if !returned {
+			h.settle(r.Context(), claim, rec.status != 0 && processed(rec.status))
+		}
+	}()
+	err := next.ServeHTTP(rec, r)
+	returned = true
+	h.settle(r.Context(), claim, err == nil && processed(rec.status))
+	return err
 }
 
 // answerUnlessNew answers the provider itself when the ledger found the event is not new, or

@@ -1,0 +1,43 @@
+package caddymodule
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+)
+
+// In sync mode, an upstream that answers 200 and then breaks off its body makes reverse_proxy
+// panic with http.ErrAbortHandler (Caddy's reverseproxy.go, "aborting with incomplete
+// response"): the handler's settle never runs, so the claim is neither done nor released. The
+// provider's retry is answered 409 until the lease lapses, then handed on again although the
+// app already took the event (it answered 200); meanwhile the request was counted accepted.
+func TestReview12UpstreamBreakingOffBodySettlesClaim(t *testing.T) {
+	var hits atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits.Add(1) > 1 {
+			return
+		}
+		w.Header().Set("Content-Length", "100")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte("partial"))
+		w.(http.Flusher).Flush()
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}))
+	t.Cleanup(up.Close)
+	tester := startGateway(t, "r12abort", &upstream{Server: up})
+	ev := newEvent(t, "evt_r12_abort", "obj_r12_abort", 1)
+	first, err := trySend(tester.Client, ev)
+	t.Logf("first try: %d %.60q, err %v", first.status, first.body, err)
+	retry := send(t, tester.Client, ev)
+	if retry.status == http.StatusConflict {
+		t.Errorf("the provider's retry after the app answered 200 got %d %s: the claim was left in flight", retry.status, retry.body)
+	}
+	expectReply(t, "the retry of an event the app answered 200", retry, http.StatusOK, `"duplicate":true`)
+	if n := hits.Load(); n != 1 {
+		t.Errorf("the app got the event %d times, want once", n)
+	}
+}
