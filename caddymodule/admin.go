@@ -52,6 +52,14 @@ func (a *AdminAPI) Routes() []caddy.AdminRoute {
 // serveOrRefuse serves the request; a 503 (the ledger out of reach for now) says when to retry,
 // as the routes' own 503s do.
 func (a *AdminAPI) serveOrRefuse(w http.ResponseWriter, r *http.Request) error {
+	// A browser marks what another site's page made it send, such as a hidden frame's GET, which
+	// carries no Origin for the admin API to check: hookgate answers only its own page and
+	// addresses typed into the browser (or tools, which send no such header).
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "", "none", "same-origin":
+	default:
+		return caddy.APIError{HTTPStatus: http.StatusForbidden, Err: errors.New("hookgate: refusing a request made by another site's page")}
+	}
 	err := a.serve(w, r)
 	var apiErr caddy.APIError
 	if errors.As(err, &apiErr) && apiErr.HTTPStatus == http.StatusServiceUnavailable {
