@@ -94,6 +94,9 @@ func (h *Handler) answerUnlessNew(out *outcome, op string, found dedupe.Outcome,
 	switch {
 	case errors.As(err, &unavailable): // logged once, where it was found (store.go, diskspace.go)
 		return true, out.busy(unavailableClass(unavailable), unavailable.reason)
+	case errors.Is(err, context.Canceled): // the provider hung up: the ledger is fine
+		h.logger.Debug("ledger "+op+" abandoned by the client", zap.String("route", h.Name), zap.Error(err))
+		return true, out.busy(reasonClientGone, "the request was canceled before the ledger answered")
 	case err != nil:
 		h.logger.Error("ledger "+op+" failed", zap.String("route", h.Name), zap.Error(err))
 		return true, out.busy(reasonLedgerDown, "ledger unavailable")

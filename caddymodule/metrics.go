@@ -51,7 +51,8 @@ const (
 	reasonDiskLow      = "disk_low"
 	reasonBacklogFull  = "backlog_full"
 	reasonBodyBudget   = "body_budget"
-	reasonInFlight     = "in_flight" // the same event ID is still being processed (409)
+	reasonInFlight     = "in_flight"   // the same event ID is still being processed (409)
+	reasonClientGone   = "client_gone" // the provider hung up before the ledger answered
 )
 
 // registerMetrics registers the module's collectors on the config's registry, and a collector of
