@@ -67,14 +67,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	r.Header.Set("Hookgate-Event-Id", claim.ID)
 	r.Header.Set("Hookgate-Verified", h.scheme)
 	rec := &statusRecorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
-	return h.handOn(rec, r, next, claim)
+	return h.handOn(out, rec, r, next, claim)
 }
 
 // handOn calls the next handler and settles the claim by its answer, even when it panics:
 // reverse_proxy aborts with http.ErrAbortHandler a response whose body the upstream broke off,
 // after the upstream's status went out. The panic goes on once the claim is settled, so the
 // provider's retry is a duplicate (the app answered) or processed again (it did not), never 409.
-func (h *Handler) handOn(rec *statusRecorder, r *http.Request, next caddyhttp.Handler, claim dedupe.Claim) error {
+func (h *Handler) handOn(out *outcome, rec *statusRecorder, r *http.Request, next caddyhttp.Handler, claim dedupe.Claim) error {
 	returned := false
 	defer func() {
 		if !returned {
@@ -83,7 +83,11 @@ func (h *Handler) handOn(rec *statusRecorder, r *http.Request, next caddyhttp.Ha
 	}()
 	err := next.ServeHTTP(rec, r)
 	returned = true
-	h.settle(r.Context(), claim, err == nil && processed(rec.status))
+	taken := err == nil && processed(rec.status)
+	if !taken {
+		out.released()
+	}
+	h.settle(r.Context(), claim, taken)
 	return err
 }
 

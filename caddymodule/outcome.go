@@ -67,6 +67,12 @@ func (o *outcome) accepted() {
 	o.result = "accepted"
 }
 
+// released records that the next handler failed the event (5xx, 408, 429 or an error), so its
+// claim was released for the provider's retry: it was handed on, not taken.
+func (o *outcome) released() {
+	o.result = "released"
+}
+
 // reject refuses a request that is not authentic or not well-formed. The error's words are the
 // reason, and never carry a secret or an expected signature.
 func (o *outcome) reject(status int, err error) error {
