@@ -19,7 +19,7 @@ import (
 )
 
 // oracleCase is one provider's smoke case: providers whose library signs are signed by the
-// oracle; the others are signed here with the scheme of /work/shared/providers.md Table A.
+// oracle; the others are signed here with the scheme the provider documents.
 type oracleCase struct {
 	provider    string
 	secret      string

@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// providerVector is one request as a provider signed it, from /work/shared/providers.md: the
-// ones marked published come from the provider's docs or its library's own tests (and were
+// providerVector is one request as a provider signed it. The ones marked published come from the
+// provider's docs or its library's own tests (and were
 // recomputed independently); the others were computed from the provider's documented formula
 // and pin the preset against regressions. oracle_test.go checks every preset against the
 // provider's own library besides.
