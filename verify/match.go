@@ -166,7 +166,10 @@ func (v *Verifier) matchPublicKeys(offered *offeredHeaders, body []byte) bool {
 	message.Reset()
 	var scratch [256]byte
 	v.template.writeTo(message, scratch[:], &offered.result.fields, body)
-	digest := sha256.Sum256(message.Bytes())
+	var digest [sha256.Size]byte // what ECDSA signs; Ed25519 hashes the message itself
+	if len(v.ecdsa) > 0 {
+		digest = sha256.Sum256(message.Bytes())
+	}
 	for i := range offered.valid {
 		if !offered.asymmetric[i] {
 			continue

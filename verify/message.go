@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
 	"mime"
 	"net/http"
 	"net/url"
@@ -40,27 +41,34 @@ func (v *Verifier) bodyParams(m *Message) (string, *Error) {
 	if len(m.Body) == 0 {
 		return "", nil // nothing to cover: a GET webhook's parameters are in its signed URL
 	}
-	if media, _, _ := mime.ParseMediaType(m.Header.Get("Content-Type")); media != "application/x-www-form-urlencoded" {
+	params, isForm, err := formParams(m)
+	switch {
+	case !isForm:
 		return "", failure(UnsignedBody, "the signature covers no body: it is not a form and the URL carries no "+v.config.BodyHashParam)
+	case err != nil:
+		return "", failure(UnsignedBody, "the form body does not parse: "+err.Error())
+	}
+	return params, nil
+}
+
+// formParams is what {params} signs for a form body: its parameters sorted, each name then
+// value. isForm is false when the Content-Type is not a form's.
+func formParams(m *Message) (params string, isForm bool, err error) {
+	if media, _, _ := mime.ParseMediaType(m.Header.Get("Content-Type")); media != "application/x-www-form-urlencoded" {
+		return "", false, nil
 	}
 	form, err := url.ParseQuery(string(m.Body))
 	if err != nil {
-		return "", failure(UnsignedBody, "the form body does not parse: "+err.Error())
+		return "", true, err
 	}
-	return sortedParams(form), nil
+	return sortedParams(form), true, nil
 }
 
 // sortedParams concatenates each parameter name with each of its distinct
 // values, names and values sorted, as Twilio signs them.
 func sortedParams(form url.Values) string {
 	var b strings.Builder
-	for _, name := range slices.Sorted(func(yield func(string) bool) {
-		for name := range form {
-			if !yield(name) {
-				return
-			}
-		}
-	}) {
+	for _, name := range slices.Sorted(maps.Keys(form)) {
 		values := slices.Clone(form[name])
 		slices.Sort(values)
 		for _, value := range slices.Compact(values) {

@@ -4,14 +4,13 @@ import (
 	"bytes"
 	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
-	"mime"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -116,23 +115,16 @@ func signBytes(c *Config, key string, message []byte) (signature []byte, v1a boo
 		return nil, false, err
 	}
 	newHash, _ := hashFor(c.Algorithm)
-	mac := newKeyedMAC(newHash, secret)
-	var sum []byte
-	mac.compute(&signedTemplate{segments: []segment{{kind: bodySegment}}}, &signedFields{}, message, func(b []byte) {
-		sum = bytes.Clone(b)
-	})
-	return sum, false, nil
+	mac := hmac.New(newHash, secret)
+	mac.Write(message)
+	return mac.Sum(nil), false, nil
 }
 
 // signedParams is what {params} signs for m (see Verifier.bodyParams): a
 // form's sorted parameters, or nothing once the body's hash is in m.URL.
 func signedParams(c *Config, m *Message) (string, error) {
-	if media, _, _ := mime.ParseMediaType(m.Header.Get("Content-Type")); media == "application/x-www-form-urlencoded" {
-		form, err := url.ParseQuery(string(m.Body))
-		if err != nil {
-			return "", err
-		}
-		return sortedParams(form), nil
+	if params, isForm, err := formParams(m); isForm {
+		return params, err
 	}
 	sum := sha256.Sum256(m.Body)
 	separator := "?"
