@@ -58,7 +58,7 @@ func (a *AdminAPI) serveOrRefuse(w http.ResponseWriter, r *http.Request) error {
 	switch r.Header.Get("Sec-Fetch-Site") {
 	case "", "none", "same-origin":
 	default:
-		return caddy.APIError{HTTPStatus: http.StatusForbidden, Err: errors.New("hookgate: refusing a request made by another site's page")}
+		return apiError(http.StatusForbidden, errors.New("hookgate: refusing a request made by another site's page"))
 	}
 	err := a.serve(w, r)
 	var apiErr caddy.APIError

@@ -136,12 +136,11 @@ func signedURL(url, public string) string {
 	if public == "" {
 		return url
 	}
-	if u, err := neturl.Parse(public); err == nil && u.Path == "" && u.RawQuery == "" {
-		if sent, err := neturl.Parse(url); err == nil {
-			return public + sent.RequestURI()
-		}
+	sent, err := neturl.Parse(url)
+	if err != nil {
+		return public
 	}
-	return public
+	return withRequestURI(public, sent.RequestURI()) // as public_url does (publicurl.go)
 }
 
 // withQuery appends one encoded name=value to rawURL's query.

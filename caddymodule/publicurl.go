@@ -71,10 +71,16 @@ func (h *Handler) publicURL(r *http.Request, requestURI string) string {
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
 		public = repl.ReplaceAll(public, "")
 	}
+	return withRequestURI(public, requestURI) // a bad expansion simply fails to verify
+}
+
+// withRequestURI is public_url as the URL a request was signed for: with no path (or just "/"),
+// the request's path and query appended; with one, public_url as it is.
+func withRequestURI(public, requestURI string) string {
 	if u, err := parsePublicURL(public); err == nil && (u.Path == "" || u.Path == "/") && u.RawQuery == "" {
 		return strings.TrimSuffix(public, "/") + requestURI
 	}
-	return public // a bad expansion simply fails to verify
+	return public
 }
 
 // forwarded is the last value of a proxy's X-Forwarded-* header, across its lines: the one the
