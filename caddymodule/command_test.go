@@ -136,16 +136,7 @@ func everyPresetConfig(keys map[string]signKey, upstream string) string {
 		lines := append([]string{"preset " + v.preset, "name sign_" + strings.ReplaceAll(v.name, "-", "_"), "storage badger " + storageDir, keys[v.preset].route}, v.route...)
 		fmt.Fprintf(&routes, "\thookgate /hooks/variant/%s {\n\t\t%s\n\t}\n", v.name, strings.Join(lines, "\n\t\t"))
 	}
-	return fmt.Sprintf(`{
-	skip_install_trust
-	admin localhost:2999
-	http_port 9080
-	https_port 9443
-	grace_period 5s
-}
-http://localhost:9080 {
-	bind 127.0.0.1
-%s	reverse_proxy %s
+	return fmt.Sprintf(testSite+`%s	reverse_proxy %s
 }
 `, routes.String(), upstream)
 }

@@ -93,8 +93,8 @@ func (u *upstream) total() int {
 
 // gatewayConfig is a Caddyfile with one standard-preset route in front of upstreamAddr; extra lines go
 // inside the hookgate block.
-func gatewayConfig(name, upstreamAddr string, extra ...string) string {
-	return fmt.Sprintf(`{
+// testSite is the global options every caddytest gateway runs with, and the head of its site.
+const testSite = `{
 	skip_install_trust
 	admin localhost:2999
 	http_port 9080
@@ -103,7 +103,10 @@ func gatewayConfig(name, upstreamAddr string, extra ...string) string {
 }
 http://localhost:9080 {
 	bind 127.0.0.1
-	hookgate /hooks/* {
+`
+
+func gatewayConfig(name, upstreamAddr string, extra ...string) string {
+	return fmt.Sprintf(testSite+`	hookgate /hooks/* {
 		preset  standard
 		secret  {env.HOOKGATE_TEST_SECRET}
 		name    %s

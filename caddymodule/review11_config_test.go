@@ -49,16 +49,7 @@ func TestReview11ReloadChangesKeyAndPublicURL(t *testing.T) {
 func TestReview11RewrittenRequestVerifiesAgainstOriginalURL(t *testing.T) {
 	up := newUpstream(t)
 	tester := caddytest.NewTester(t)
-	tester.InitServer(fmt.Sprintf(`{
-	skip_install_trust
-	admin localhost:2999
-	http_port 9080
-	https_port 9443
-	grace_period 5s
-}
-http://localhost:9080 {
-	bind 127.0.0.1
-	handle_path /hooks/* {
+	tester.InitServer(fmt.Sprintf(testSite+`	handle_path /hooks/* {
 		rewrite * /inner{uri}
 		hookgate {
 			preset  twilio
@@ -82,16 +73,7 @@ http://localhost:9080 {
 // module's JSON docs say, and that JSON loads and verifies.
 func TestReview11AdaptRoundTripOfNewSubdirectives(t *testing.T) {
 	whpk := "whpk_" + strings.Repeat("A", 43) + "="
-	caddyfile := fmt.Sprintf(`{
-	skip_install_trust
-	admin localhost:2999
-	http_port 9080
-	https_port 9443
-	grace_period 5s
-}
-http://localhost:9080 {
-	bind 127.0.0.1
-	hookgate /hooks/twilio {
+	caddyfile := fmt.Sprintf(testSite+`	hookgate /hooks/twilio {
 		preset     twilio
 		secret     {env.HOOKGATE_TEST_SECRET}
 		name       r11_adapt_twilio
