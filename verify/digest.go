@@ -25,6 +25,7 @@ func (c *Config) SignsHeader(name string) bool {
 type digestState struct {
 	hash    hash.Hash
 	scratch [256]byte
+	sum     [sha256.Size]byte // Sum's destination: a local would escape through the interface
 }
 
 var digests = sync.Pool{New: func() any { return &digestState{hash: sha256.New()} }}
@@ -41,7 +42,6 @@ func (v *Verifier) SignedDigest(result Result, body []byte) [sha256.Size]byte {
 	defer digests.Put(state)
 	state.hash.Reset()
 	v.template.writeTo(state.hash, state.scratch[:], &result.fields, body)
-	var sum [sha256.Size]byte
-	state.hash.Sum(sum[:0])
-	return sum
+	state.hash.Sum(state.sum[:0])
+	return state.sum
 }
