@@ -4,11 +4,9 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"maps"
 	"mime"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 )
 
@@ -25,76 +23,74 @@ type Message struct {
 }
 
 // bodyParams returns what the {params} placeholder signs (Twilio): the
-// sorted parameters of a form body, each name then value; or, when the URL
-// carries BodyHashParam, nothing, once the body is found to hash to it; or
+// parameters of a form body, for the caller to release; or nothing, when
+// the URL carries BodyHashParam, once the body is found to hash to it; or
 // nothing for an empty body.
-func (v *Verifier) bodyParams(m *Message) (string, *Error) {
-	if want, ok := queryValue(m.URL, v.config.BodyHashParam); ok {
+func (v *Verifier) bodyParams(m *Message) (*formParams, *Error) {
+	var buf [2 * sha256.Size]byte
+	if want, ok := queryValue(buf[:0], m.URL, v.config.BodyHashParam); ok {
 		sum := sha256.Sum256(m.Body)
 		var got [2 * sha256.Size]byte
 		hex.Encode(got[:], sum[:])
-		if !hmac.Equal(got[:], []byte(strings.ToLower(want))) {
-			return "", failure(UnsignedBody, "the body does not hash to the "+v.config.BodyHashParam+" the signed URL carries")
+		if !hmac.Equal(got[:], asciiLower(want)) {
+			return nil, failure(UnsignedBody, "the body does not hash to the "+v.config.BodyHashParam+" the signed URL carries")
 		}
-		return "", nil
+		return nil, nil
 	}
 	if len(m.Body) == 0 {
-		return "", nil // nothing to cover: a GET webhook's parameters are in its signed URL
+		return nil, nil // nothing to cover: a GET webhook's parameters are in its signed URL
 	}
-	params, isForm, err := formParams(m)
-	switch {
-	case !isForm:
-		return "", failure(UnsignedBody, "the signature covers no body: it is not a form and the URL carries no "+v.config.BodyHashParam)
-	case err != nil:
-		return "", failure(UnsignedBody, "the form body does not parse: "+err.Error())
+	if !isForm(m.Header) {
+		return nil, failure(UnsignedBody, "the signature covers no body: it is not a form and the URL carries no "+v.config.BodyHashParam)
 	}
-	return params, nil
-}
-
-// formParams is what {params} signs for a form body: its parameters sorted, each name then
-// value. isForm is false when the Content-Type is not a form's.
-func formParams(m *Message) (params string, isForm bool, err error) {
-	if media, _, _ := mime.ParseMediaType(m.Header.Get("Content-Type")); media != "application/x-www-form-urlencoded" {
-		return "", false, nil
-	}
-	form, err := url.ParseQuery(string(m.Body))
+	form, err := parseForm(m.Body)
 	if err != nil {
-		return "", true, err
+		return nil, failure(UnsignedBody, "the form body does not parse: "+err.Error())
 	}
-	return sortedParams(form), true, nil
+	return form, nil
 }
 
-// sortedParams concatenates each parameter name with each of its distinct
-// values, names and values sorted, as Twilio signs them.
-func sortedParams(form url.Values) string {
-	var b strings.Builder
-	for _, name := range slices.Sorted(maps.Keys(form)) {
-		values := slices.Clone(form[name])
-		slices.Sort(values)
-		for _, value := range slices.Compact(values) {
-			b.WriteString(name)
-			b.WriteString(value)
+// asciiLower lower-cases the ASCII letters of s in place. For a hex digest it matches
+// strings.ToLower: no other character lower-cases to a hex digit.
+func asciiLower(s []byte) []byte {
+	for i, c := range s {
+		if 'A' <= c && c <= 'Z' {
+			s[i] = c + 'a' - 'A'
 		}
 	}
-	return b.String()
+	return s
 }
 
-// queryValue returns the value of a query parameter of rawURL.
-func queryValue(rawURL, name string) (string, bool) {
-	if name == "" {
-		return "", false
+// isForm reports whether h's Content-Type is a form's, as mime.ParseMediaType reads it. The
+// usual value, with at most one parameter, is recognised without ParseMediaType, which
+// allocates; any other goes through it.
+func isForm(h http.Header) bool {
+	const form = "application/x-www-form-urlencoded"
+	contentType := h.Get("Content-Type")
+	base, _, _ := strings.Cut(contentType, ";")
+	// One parameter cannot be a duplicate, the only parameter error that hides the media type.
+	if strings.Count(contentType, ";") <= 1 && asciiEqualFold(strings.TrimSpace(base), form) {
+		return true
 	}
-	_, query, found := strings.Cut(rawURL, "?")
-	if !found {
-		return "", false
+	media, _, _ := mime.ParseMediaType(contentType)
+	return media == form
+}
+
+// asciiEqualFold reports whether s is lower, with ASCII letters in either case.
+func asciiEqualFold(s, lower string) bool {
+	if len(s) != len(lower) {
+		return false
 	}
-	// A pair url.ParseQuery cannot read (a ";" separator, a bad escape) must not hide the
-	// others: the provider signed the hash whatever its neighbours.
-	values, _ := url.ParseQuery(query)
-	if !values.Has(name) {
-		return "", false
+	for i := range len(s) {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
 	}
-	return values.Get(name), true
+	return true
 }
 
 // portVariant returns rawURL without its port and user information, or,

@@ -61,7 +61,7 @@ func SignMessage(c Config, key, id string, ts time.Time, m *Message) error {
 		m.Header.Set(c.IDHeader, id)
 	}
 	if template.usesParams {
-		if fields.params, err = signedParams(&c, m); err != nil {
+		if fields.formBody, err = signedParams(&c, m); err != nil {
 			return err
 		}
 	}
@@ -120,11 +120,17 @@ func signBytes(c *Config, key string, message []byte) (signature []byte, v1a boo
 	return mac.Sum(nil), false, nil
 }
 
-// signedParams is what {params} signs for m (see Verifier.bodyParams): a
-// form's sorted parameters, or nothing once the body's hash is in m.URL.
-func signedParams(c *Config, m *Message) (string, error) {
-	if params, isForm, err := formParams(m); isForm {
-		return params, err
+// signedParams reports whether {params} signs m's form body (see
+// Verifier.bodyParams); when the body is not a form, its hash is appended
+// to m.URL and {params} signs nothing.
+func signedParams(c *Config, m *Message) (formBody bool, err error) {
+	if isForm(m.Header) {
+		form, err := parseForm(m.Body)
+		if err != nil {
+			return false, err
+		}
+		form.release()
+		return true, nil
 	}
 	sum := sha256.Sum256(m.Body)
 	separator := "?"
@@ -132,7 +138,7 @@ func signedParams(c *Config, m *Message) (string, error) {
 		separator = "&"
 	}
 	m.URL += separator + c.BodyHashParam + "=" + hex.EncodeToString(sum[:])
-	return "", nil
+	return false, nil
 }
 
 func encodeSignature(encoding string, signature []byte, v1a bool) string {

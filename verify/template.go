@@ -38,7 +38,13 @@ type signedTemplate struct {
 
 // signedFields are the request's values a template can sign, besides the body.
 type signedFields struct {
-	id, timestamp, method, url, params string
+	id, timestamp, method, url string
+	// formBody is set when {params} signs the body's form parameters; else it signs nothing.
+	formBody bool
+	// form is the body's parsed form while a verification holds it, so that
+	// it is parsed once whatever the number of keys tried; without it, the
+	// body is parsed again.
+	form *formParams
 }
 
 var placeholders = map[string]segmentKind{
@@ -124,7 +130,7 @@ func (t *signedTemplate) writeTo(w io.Writer, scratch []byte, fields *signedFiel
 		case urlSegment:
 			writeString(w, scratch, fields.url)
 		case paramsSegment:
-			writeString(w, scratch, fields.params)
+			writeFormParams(w, fields, body)
 		}
 	}
 }
@@ -135,5 +141,18 @@ func writeString(w io.Writer, scratch []byte, s string) {
 		n := copy(scratch, s)
 		w.Write(scratch[:n])
 		s = s[n:]
+	}
+}
+
+// writeFormParams writes what {params} signs: the body's form parameters, if it signs them.
+func writeFormParams(w io.Writer, fields *signedFields, body []byte) {
+	switch {
+	case fields.form != nil:
+		fields.form.writeTo(w)
+	case fields.formBody:
+		if form, err := parseForm(body); err == nil { // it parsed when the request was verified
+			form.writeTo(w)
+			form.release()
+		}
 	}
 }

@@ -117,11 +117,14 @@ func (v *Verifier) VerifyMessage(m *Message, now time.Time) (Result, error) {
 	}
 	offered.result.fields.method, offered.result.fields.url = m.Method, m.URL
 	if v.template.usesParams {
-		params, problem := v.bodyParams(m)
+		form, problem := v.bodyParams(m)
 		if problem != nil {
 			return Result{}, problem
 		}
-		offered.result.fields.params = params
+		if form != nil {
+			defer form.release()
+			offered.result.fields.formBody, offered.result.fields.form = true, form
+		}
 	}
 	problem := v.matchAny(&offered, m.Body)
 	if problem != nil && v.config.URLPortOptional {
@@ -140,6 +143,7 @@ func (v *Verifier) VerifyMessage(m *Message, now time.Time) (Result, error) {
 			return Result{}, problem
 		}
 	}
+	offered.result.fields.form = nil // released on return; SignedDigest parses the body again
 	return offered.result, nil
 }
 

@@ -1,0 +1,98 @@
+package verify
+
+import (
+	"bytes"
+	"io"
+	"slices"
+	"sync"
+)
+
+// A parsed form larger than these is not kept for reuse: a hostile request with a huge form
+// costs its own allocation once, instead of pinning its buffers in the pool.
+const (
+	maxPooledFormBytes  = 64 << 10
+	maxPooledFormParams = 1024
+)
+
+// formParams are the parameters of an application/x-www-form-urlencoded body in the order
+// Twilio signs them (its {params}): sorted by name, then value, each distinct pair once.
+// Names and values are decoded into one buffer, so a warm parse allocates nothing.
+type formParams struct {
+	text  []byte      // the decoded names and values
+	pairs []formParam // into text
+}
+
+// formParam is one name=value pair: text[start:middle] is the name, text[middle:end] the value.
+type formParam struct{ start, middle, end int }
+
+var formPool = sync.Pool{New: func() any { return new(formParams) }}
+
+// parseForm reads body as url.ParseQuery reads a query, refusing it with ParseQuery's error
+// where ParseQuery would return one: more than maxQueryParams pairs, a ";" separator, a bad
+// escape. The caller releases the result.
+func parseForm(body []byte) (*formParams, error) {
+	if bytes.Count(body, []byte{'&'})+1 > maxQueryParams {
+		return nil, errTooManyParams
+	}
+	if bytes.IndexByte(body, ';') >= 0 {
+		return nil, errSemicolon
+	}
+	f := formPool.Get().(*formParams)
+	f.text, f.pairs = f.text[:0], f.pairs[:0]
+	for rest := body; len(rest) > 0; {
+		pair := rest
+		if i := bytes.IndexByte(rest, '&'); i >= 0 {
+			pair, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = nil
+		}
+		if len(pair) == 0 {
+			continue
+		}
+		name, value := pair, []byte(nil)
+		if i := bytes.IndexByte(pair, '='); i >= 0 {
+			name, value = pair[:i], pair[i+1:]
+		}
+		p := formParam{start: len(f.text)}
+		var nameOK, valueOK bool
+		f.text, nameOK = appendUnescaped(f.text, name)
+		p.middle = len(f.text)
+		if nameOK {
+			f.text, valueOK = appendUnescaped(f.text, value)
+		}
+		if !nameOK || !valueOK {
+			f.release()
+			if !nameOK {
+				return nil, escapeError(name)
+			}
+			return nil, escapeError(value)
+		}
+		p.end = len(f.text)
+		f.pairs = append(f.pairs, p)
+	}
+	slices.SortFunc(f.pairs, f.compare)
+	f.pairs = slices.CompactFunc(f.pairs, func(a, b formParam) bool { return f.compare(a, b) == 0 })
+	return f, nil
+}
+
+// compare orders pairs by name, then by value, byte by byte.
+func (f *formParams) compare(a, b formParam) int {
+	if c := bytes.Compare(f.text[a.start:a.middle], f.text[b.start:b.middle]); c != 0 {
+		return c
+	}
+	return bytes.Compare(f.text[a.middle:a.end], f.text[b.middle:b.end])
+}
+
+// writeTo writes each pair's name then value, which is what {params} signs.
+func (f *formParams) writeTo(w io.Writer) {
+	for _, p := range f.pairs {
+		w.Write(f.text[p.start:p.end])
+	}
+}
+
+// release hands f back for reuse; f must not be used after.
+func (f *formParams) release() {
+	if cap(f.text) <= maxPooledFormBytes && cap(f.pairs) <= maxPooledFormParams {
+		formPool.Put(f)
+	}
+}
