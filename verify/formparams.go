@@ -18,8 +18,9 @@ const (
 // Twilio signs them (its {params}): sorted by name, then value, each distinct pair once.
 // Names and values are decoded into one buffer, so a warm parse allocates nothing.
 type formParams struct {
-	text  []byte      // the decoded names and values
-	pairs []formParam // into text
+	text   []byte      // the decoded names and values, in the body's order
+	pairs  []formParam // into text
+	signed []byte      // the pairs in order, each name then value: one Write into the hash
 }
 
 // formParam is one name=value pair: text[start:middle] is the name, text[middle:end] the value.
@@ -38,7 +39,7 @@ func parseForm(body []byte) (*formParams, error) {
 		return nil, errSemicolon
 	}
 	f := formPool.Get().(*formParams)
-	f.text, f.pairs = f.text[:0], f.pairs[:0]
+	f.text, f.pairs, f.signed = f.text[:0], f.pairs[:0], f.signed[:0]
 	for rest := body; len(rest) > 0; {
 		pair := rest
 		if i := bytes.IndexByte(rest, '&'); i >= 0 {
@@ -72,6 +73,9 @@ func parseForm(body []byte) (*formParams, error) {
 	}
 	slices.SortFunc(f.pairs, f.compare)
 	f.pairs = slices.CompactFunc(f.pairs, func(a, b formParam) bool { return f.compare(a, b) == 0 })
+	for _, p := range f.pairs {
+		f.signed = append(f.signed, f.text[p.start:p.end]...)
+	}
 	return f, nil
 }
 
@@ -83,16 +87,15 @@ func (f *formParams) compare(a, b formParam) int {
 	return bytes.Compare(f.text[a.middle:a.end], f.text[b.middle:b.end])
 }
 
-// writeTo writes each pair's name then value, which is what {params} signs.
+// writeTo writes each pair's name then value, which is what {params} signs. One Write lets
+// the hash take whole blocks at its fastest, not a partial block per pair.
 func (f *formParams) writeTo(w io.Writer) {
-	for _, p := range f.pairs {
-		w.Write(f.text[p.start:p.end])
-	}
+	w.Write(f.signed)
 }
 
 // release hands f back for reuse; f must not be used after.
 func (f *formParams) release() {
-	if cap(f.text) <= maxPooledFormBytes && cap(f.pairs) <= maxPooledFormParams {
+	if cap(f.text) <= maxPooledFormBytes && cap(f.signed) <= maxPooledFormBytes && cap(f.pairs) <= maxPooledFormParams {
 		formPool.Put(f)
 	}
 }

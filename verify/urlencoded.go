@@ -44,19 +44,25 @@ func hexValue(c byte) (byte, bool) {
 	return 0, false
 }
 
-// appendUnescaped appends the decoded query component s to dst. ok is false at a bad escape,
-// and dst is then as it was.
-func appendUnescaped[T string | []byte](dst []byte, s T) (out []byte, ok bool) {
-	start := len(dst)
+// appendUnescaped appends the decoded query component s to dst, copying the plain runs
+// between escapes whole. ok is false at a bad escape, and dst is then as it was.
+func appendUnescaped(dst, s []byte) (out []byte, ok bool) {
+	start, plain := len(dst), 0
 	for i := 0; i < len(s); {
+		if c := s[i]; c != '%' && c != '+' {
+			i++
+			continue
+		}
+		dst = append(dst, s[plain:i]...)
 		c, width, ok := queryByte(s, i)
 		if !ok {
 			return dst[:start], false
 		}
 		dst = append(dst, c)
 		i += width
+		plain = i
 	}
-	return dst, true
+	return append(dst, s[plain:]...), true
 }
 
 // escapeError is the error url.QueryUnescape gives for s, which has a bad escape.
@@ -101,9 +107,17 @@ func queryValue(dst []byte, rawURL, name string) ([]byte, bool) {
 		if !unescapesTo(key, name) {
 			continue
 		}
-		if value, ok := appendUnescaped(dst, value); ok {
-			return value, true
+		start, ok := len(dst), true
+		for i := 0; i < len(value) && ok; {
+			var c byte
+			var width int
+			c, width, ok = queryByte(value, i)
+			dst, i = append(dst, c), i+width
 		}
+		if ok {
+			return dst, true
+		}
+		dst = dst[:start]
 	}
 	return dst, false
 }
