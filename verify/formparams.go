@@ -32,14 +32,17 @@ var formPool = sync.Pool{New: func() any { return new(formParams) }}
 // where ParseQuery would return one: more than maxQueryParams pairs, a ";" separator, a bad
 // escape. The caller releases the result.
 func parseForm(body []byte) (*formParams, error) {
-	if bytes.Count(body, []byte{'&'})+1 > maxQueryParams {
+	pairs := bytes.Count(body, []byte{'&'}) + 1
+	if pairs > maxQueryParams {
 		return nil, errTooManyParams
 	}
 	if bytes.IndexByte(body, ';') >= 0 {
 		return nil, errSemicolon
 	}
 	f := formPool.Get().(*formParams)
-	f.text, f.pairs, f.signed = f.text[:0], f.pairs[:0], f.signed[:0]
+	// Sized once: a large form allocates three buffers, not a doubling series of each.
+	f.text, f.signed = slices.Grow(f.text[:0], len(body)), slices.Grow(f.signed[:0], len(body))
+	f.pairs = slices.Grow(f.pairs[:0], pairs)
 	for rest := body; len(rest) > 0; {
 		pair := rest
 		if i := bytes.IndexByte(rest, '&'); i >= 0 {
