@@ -1,0 +1,112 @@
+package verify
+
+import (
+	"crypto/hmac"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// twilioReferenceSignature is Twilio's signature as the code before the walker computed it:
+// HMAC-SHA1 over the URL and url.ParseQuery's sorted parameters.
+func twilioReferenceSignature(key, rawURL, params string) string {
+	mac := hmac.New(sha1.New, []byte(key))
+	mac.Write([]byte(rawURL + params))
+	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
+}
+
+func twilioFormMessage(body, rawURL, signature string) *Message {
+	return &Message{Header: http.Header{"Content-Type": {formType + "; charset=utf-8"}, "X-Twilio-Signature": {signature}},
+		Body: []byte(body), Method: http.MethodPost, URL: rawURL}
+}
+
+// Through the whole verification, a form signed as the old url.ParseQuery path signed it is
+// accepted, and a form signed for another form is accepted exactly when the old path signed
+// the same bytes for both: no forgery the old code refused, no genuine request it accepted.
+func TestTwilioWalkerAcceptsWhatParseQueryAccepted(t *testing.T) {
+	c := mustPreset(t, "twilio")
+	v := mustVerifier(t, c, "twilio_token")
+	const rawURL = "https://example.com/hook?tenant=a"
+	r := rand.New(rand.NewPCG(11, 8))
+	for range 5000 {
+		signedBody, sentBody := randomForm(r), randomForm(r)
+		if r.IntN(4) == 0 { // the same pairs in another order or another escaping
+			sentBody = strings.ReplaceAll(signedBody, "+", "%20")
+		}
+		signedParams, err := referenceParams(signedBody)
+		if err != nil {
+			continue
+		}
+		signature := twilioReferenceSignature("twilio_token", rawURL, signedParams)
+		sentParams, sentErr := referenceParams(sentBody)
+		wantAccepted := sentErr == nil && sentParams == signedParams
+		result, err := v.VerifyMessage(twilioFormMessage(sentBody, rawURL, signature), time.Now())
+		if (err == nil) != wantAccepted {
+			t.Fatalf("form %q signed for %q: accepted %v (%v), the old path accepted %v", sentBody, signedBody, err == nil, err, wantAccepted)
+		}
+		if err == nil {
+			want := sha256.Sum256([]byte(rawURL + sentParams))
+			if got := v.SignedDigest(result, []byte(sentBody)); got != want {
+				t.Fatalf("form %q: SignedDigest %x, want %x", sentBody, got, want)
+			}
+		}
+	}
+}
+
+// Concurrent verifications of different forms, small and larger than the pool keeps, each see
+// their own parameters, and a digest taken after the pool has been reused by others still
+// covers the request's own form.
+func TestTwilioConcurrentFormsKeepTheirOwnParams(t *testing.T) {
+	c := mustPreset(t, "twilio")
+	v := mustVerifier(t, c, "twilio_token")
+	const rawURL = "https://example.com/hook"
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for worker := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var results []Result
+			var bodies, params []string
+			for i := range 60 {
+				size := 1 + (worker*60+i)%7*3000 // up to 18,001 pairs' worth of bytes: some forms outgrow the pool
+				body := fmt.Sprintf("W=%d&I=%d&Body=%s&Body=%s", worker, i, strings.Repeat("x", size), strings.Repeat("y", i))
+				want, err := referenceParams(body)
+				if err != nil {
+					errs <- err
+					return
+				}
+				signature := twilioReferenceSignature("twilio_token", rawURL, want)
+				result, err := v.VerifyMessage(twilioFormMessage(body, rawURL, signature), time.Now())
+				if err != nil {
+					errs <- fmt.Errorf("worker %d form %d refused: %v", worker, i, err)
+					return
+				}
+				forged := strings.Replace(body, "I=", "I=1", 1)
+				if _, err := v.VerifyMessage(twilioFormMessage(forged, rawURL, signature), time.Now()); err == nil {
+					errs <- fmt.Errorf("worker %d: forged form %d accepted", worker, i)
+					return
+				}
+				results, bodies, params = append(results, result), append(bodies, body), append(params, want)
+			}
+			for i, result := range results { // after every other worker has reused the pool
+				if got, want := v.SignedDigest(result, []byte(bodies[i])), sha256.Sum256([]byte(rawURL+params[i])); got != want {
+					errs <- fmt.Errorf("worker %d form %d: digest %x, want %x", worker, i, got, want)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
