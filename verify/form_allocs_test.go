@@ -1,8 +1,11 @@
 package verify
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -66,8 +69,47 @@ func TestTwilioSignedDigestCoversTheSortedForm(t *testing.T) {
 // as they are in production.
 func countAllocationsWithoutRace(t *testing.T) {
 	t.Helper()
-	out, err := exec.Command("go", "test", "-count=1", "-run", "^"+t.Name()+"$", ".").CombinedOutput()
+	if os.Getenv(rerunWithoutRace) != "" {
+		t.Fatal("the re-run without the race detector is itself a race build: it would re-run itself without end")
+	}
+	if err := runWithoutRace(t.Name()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rerunWithoutRace marks the environment of a re-run, so that one still built with the race
+// detector fails instead of re-running itself.
+const rerunWithoutRace = "HOOKGATE_RERUN_WITHOUT_RACE"
+
+// runWithoutRace runs the test named name in this package, built without the race detector.
+func runWithoutRace(name string, env ...string) error {
+	// -race=false on the command line overrides a -race in GOFLAGS; -v shows that the test ran.
+	cmd := exec.Command("go", "test", "-race=false", "-count=1", "-v", "-run", "^"+name+"$", ".")
+	cmd.Env = append(append(os.Environ(), rerunWithoutRace+"=1"), env...)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("%s without the race detector: %v\n%s", t.Name(), err, out)
+		return fmt.Errorf("%s without the race detector: %v\n%s", name, err, out)
+	}
+	if !bytes.Contains(out, []byte("--- PASS: "+name+" ")) {
+		return fmt.Errorf("%s without the race detector did not run:\n%s", name, out)
+	}
+	return nil
+}
+
+// The re-run counts allocations or fails: a name that matches no test is not a pass.
+func TestRunWithoutRaceFailsWhenNoTestRuns(t *testing.T) {
+	if err := runWithoutRace("TestNoSuchTest"); err == nil {
+		t.Fatal("a re-run of a test that does not exist passed: a renamed allocation test would pass unseen")
+	}
+}
+
+// GOFLAGS=-race, the usual way to race a whole run, does not make the re-run a race build,
+// which would re-run itself again without end.
+func TestRunWithoutRaceIgnoresGOFLAGSRace(t *testing.T) {
+	if !raceEnabled {
+		t.Skip("only a race build re-runs itself")
+	}
+	if err := runWithoutRace("TestTwilioVerificationAllocatesNothing", "GOFLAGS=-race"); err != nil {
+		t.Fatal(err)
 	}
 }
