@@ -7,7 +7,9 @@ import (
 	"encoding/base64"
 	"fmt"
 	"math/rand/v2"
+	"mime"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -109,4 +111,32 @@ func TestTwilioConcurrentFormsKeepTheirOwnParams(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+}
+
+// FuzzIsFormMatchesParseMediaType: isForm's shortcut never disagrees with mime.ParseMediaType.
+func FuzzIsFormMatchesParseMediaType(f *testing.F) {
+	for _, seed := range []string{formType, formType + "; charset=utf-8", "Application/X-WWW-Form-URLEncoded ;charset=", formType + "; a=\"x;y\"", "\u0130" + formType} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, contentType string) {
+		media, _, _ := mime.ParseMediaType(contentType)
+		if got, want := isForm(http.Header{"Content-Type": {contentType}}), media == formType; got != want {
+			t.Fatalf("Content-Type %q: isForm %v, mime.ParseMediaType says %v", contentType, got, want)
+		}
+	})
+}
+
+// FuzzQueryValueMatchesParseQuery: the bodySHA256 read in place is url.ParseQuery's.
+func FuzzQueryValueMatchesParseQuery(f *testing.F) {
+	for _, seed := range []string{"bodySHA256=AB&bodySHA256=cd", "x=1;y=2&bodySHA256=v", "body%53HA256=v&bodySHA256=%zz"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, query string) {
+		values, _ := url.ParseQuery(query)
+		want, wantFound := values.Get("bodySHA256"), values.Has("bodySHA256")
+		got, found := queryValue(nil, "https://example.com/hook?"+query, "bodySHA256")
+		if found != wantFound || string(got) != want {
+			t.Fatalf("query %q: queryValue gives %q (found %v), url.ParseQuery %q (found %v)", query, got, found, want, wantFound)
+		}
+	})
 }
