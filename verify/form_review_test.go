@@ -140,3 +140,23 @@ func FuzzQueryValueMatchesParseQuery(f *testing.F) {
 		}
 	})
 }
+
+// GODEBUG's urlmaxqueryparams moves url.ParseQuery's limit on pairs, down or off: the form
+// walker and the bodySHA256 reader move with it, refusing and reading what it does.
+func TestFormLimitFollowsGODEBUG(t *testing.T) {
+	for _, c := range []struct {
+		godebug string
+		pairs   int
+	}{{"urlmaxqueryparams=100", 99}, {"urlmaxqueryparams=100", 100}, {"urlmaxqueryparams=0", 15000}, {"urlmaxqueryparams=20000", 19999},
+		{"urlmaxqueryparams=20000", 20000}, {"", maxQueryParams}, {"", maxQueryParams + 1}} {
+		t.Run(fmt.Sprintf("%s/%d", c.godebug, c.pairs), func(t *testing.T) {
+			t.Setenv("GODEBUG", c.godebug)
+			checkSameParams(t, strings.Repeat("a=1&", c.pairs-1)+"b=2")
+			query := strings.Repeat("a=1&", c.pairs-1) + "bodySHA256=ab"
+			values, _ := url.ParseQuery(query)
+			if got, found := queryValue(nil, "https://example.com/hook?"+query, "bodySHA256"); found != values.Has("bodySHA256") || string(got) != values.Get("bodySHA256") {
+				t.Fatalf("queryValue gives %q (found %v), url.ParseQuery %q", got, found, values.Get("bodySHA256"))
+			}
+		})
+	}
+}

@@ -29,11 +29,11 @@ type formParam struct{ start, middle, end int }
 var formPool = sync.Pool{New: func() any { return new(formParams) }}
 
 // parseForm reads body as url.ParseQuery reads a query, refusing it with ParseQuery's error
-// where ParseQuery would return one: more than maxQueryParams pairs, a ";" separator, a bad
+// where ParseQuery would return one: more pairs than its limit, a ";" separator, a bad
 // escape. The caller releases the result.
 func parseForm(body []byte) (*formParams, error) {
 	pairs := bytes.Count(body, []byte{'&'}) + 1
-	if pairs > maxQueryParams {
+	if !withinQueryLimit(pairs) {
 		return nil, errTooManyParams
 	}
 	if bytes.IndexByte(body, ';') >= 0 {

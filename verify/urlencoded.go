@@ -6,8 +6,8 @@ import (
 	"strings"
 )
 
-// maxQueryParams is the most parameters url.ParseQuery reads from one query or form (its
-// default limit): beyond it the whole text is refused, before any parameter is decoded.
+// maxQueryParams is the most parameters url.ParseQuery reads from one query or form by default
+// (see withinQueryLimit): beyond it the whole text is refused, before any parameter is decoded.
 const maxQueryParams = 10000
 
 var (
@@ -94,7 +94,7 @@ func unescapesTo(s, want string) bool {
 // value does not fit dst.
 func queryValue(dst []byte, rawURL, name string) ([]byte, bool) {
 	_, query, found := strings.Cut(rawURL, "?")
-	if name == "" || !found || strings.Count(query, "&")+1 > maxQueryParams {
+	if name == "" || !found || !withinQueryLimit(strings.Count(query, "&")+1) {
 		return dst, false
 	}
 	for query != "" {
