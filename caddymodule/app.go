@@ -60,18 +60,22 @@ func (a *App) Provision(ctx caddy.Context) error {
 	return a.provisionBodyBudget()
 }
 
-// register records a route; two routes may not share a name in one store's scope, or their
-// event IDs would silently collide, nor set different min_free for it, since it has one
-// watermark.
+// register records a route. Two routes may not share a name: in one store's scope their event
+// IDs would silently collide, and in two stores the admin API, the CLI and /metrics, which
+// know a route by its name, could not tell them apart. Routes sharing a store may not set
+// different min_free for it either, since it has one watermark.
 func (a *App) register(key routeKey, store *pooledLedger, delivery *deliver.Config, minFree uint64) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for other, r := range a.routes {
-		if r.store.scope != store.scope {
-			continue
-		}
-		if other.name == key.name {
+		switch {
+		case other.name == key.name && r.store.scope == store.scope:
 			return fmt.Errorf("hookgate: two routes named %q share the store %s: give each its own `name`", key.name, store.name)
+		case other.name == key.name:
+			return fmt.Errorf("hookgate: two routes are named %q, one in the store %s and one in %s: the admin API, the CLI and the metrics know a route by its name, so give each its own `name`",
+				key.name, r.store.name, store.name)
+		case r.store.scope != store.scope:
+			continue
 		}
 		if r.minFree != minFree {
 			return fmt.Errorf("hookgate: routes %q and %q share the store %s but set different min_free (%s and %s): set the same on both",

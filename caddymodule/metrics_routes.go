@@ -42,12 +42,7 @@ func (c *routesCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *routesCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
-	seen := map[string]bool{} // two stores may each have a route of one name: reported once
-	for key, r := range c.app.routesNow() {
-		if seen[key.name] {
-			continue
-		}
-		seen[key.name] = true
+	for key, r := range c.app.routesNow() { // names are unique in a config (App.register)
 		if r.store.disk != nil {
 			avail, _, low := r.store.disk.read()
 			ch <- prometheus.MustNewConstMetric(diskFreeDesc, prometheus.GaugeValue, float64(avail), key.name)

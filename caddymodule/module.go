@@ -69,7 +69,8 @@ type Handler struct {
 	// Default: 5m. Schemes without a signed timestamp skip this check.
 	Tolerance caddy.Duration `json:"tolerance,omitempty"`
 
-	// Name namespaces this route's ledger keys; it must be unique among the routes sharing a store.
+	// Name namespaces this route's ledger keys, and is how the admin API, the CLI and the metrics
+	// know the route: it must be unique among the config's routes, whatever their stores.
 	// Default: the preset name.
 	Name string `json:"name,omitempty"`
 
