@@ -6,21 +6,36 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/caddyserver/caddy/v2/caddytest"
 )
 
 // While the upstream is down, the age of the oldest undelivered event grows with the real wait;
-// once it is delivered, the age is 0.
+// once it is delivered, the age is 0. On both stores: each reads it in its own way.
 func TestMetricsOldestPendingAge(t *testing.T) {
-	const route = "agerun"
-	var down atomic.Bool
-	down.Store(true)
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if down.Load() {
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-	}))
-	t.Cleanup(up.Close)
-	tester := startAsyncGateway(t, route, up.Listener.Addr().String(), "max_attempts 1000")
+	for _, store := range []string{"badger", "redis"} {
+		t.Run(store, func(t *testing.T) {
+			route := "agerun_" + store
+			var down atomic.Bool
+			down.Store(true)
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if down.Load() {
+					w.WriteHeader(http.StatusServiceUnavailable)
+				}
+			}))
+			t.Cleanup(up.Close)
+			cfg := gatewayConfig(route, unusedUpstream, asyncRoute(up.Listener.Addr().String(), "max_attempts 1000"))
+			if store == "redis" {
+				cfg = onRedis(cfg, startRedis(t).Addr)
+			}
+			tester := caddytest.NewTester(t)
+			tester.InitServer(cfg, "caddyfile")
+			checkOldestPendingAge(t, tester, route, &down)
+		})
+	}
+}
+
+func checkOldestPendingAge(t *testing.T, tester *caddytest.Tester, route string, down *atomic.Bool) {
 	age := `hookgate_queue_oldest_pending_seconds{route="` + route + `"}`
 	if got, ok := scrape(t)[age]; !ok || got != 0 {
 		t.Fatalf("with nothing queued, %s is %v (exposed: %v), want 0", age, got, ok)
