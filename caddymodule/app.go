@@ -26,6 +26,12 @@ type App struct {
 	// container's memory cap), at most 64 MiB.
 	BodyBudget int64 `json:"body_budget,omitempty"`
 
+	// MetricsOff leaves hookgate's series out of Caddy's metrics endpoint (admin /metrics and the
+	// metrics handler) and stops counting and timing requests and deliveries. Default: false:
+	// they are exposed whether or not Caddy's own HTTP request metrics are on (the `metrics`
+	// global option), as reverse_proxy's upstream health is.
+	MetricsOff bool `json:"metrics_off,omitempty"`
+
 	mu         sync.Mutex
 	routes     map[routeKey]*appRoute
 	logger     *zap.Logger
@@ -54,8 +60,10 @@ func (*App) CaddyModule() caddy.ModuleInfo {
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
 	a.routes = map[routeKey]*appRoute{}
-	if err := registerMetrics(ctx, a); err != nil {
-		return err
+	if !a.MetricsOff {
+		if err := registerMetrics(ctx, a); err != nil {
+			return err
+		}
 	}
 	return a.provisionBodyBudget()
 }

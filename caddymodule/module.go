@@ -152,7 +152,9 @@ type Handler struct {
 	// backlogFull is set while accepts are refused at maxPending, so that is logged once.
 	backlogFull *atomic.Bool
 	app         *App
-	logger      *zap.Logger
+	// metricsOff is the hookgate global option's metrics off: nothing is counted.
+	metricsOff bool
+	logger     *zap.Logger
 }
 
 // Source names where a value is found in a request.
@@ -249,21 +251,24 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 // registerRoute tells the hookgate app about this route, which starts its deliverer (async
 // mode) when the config runs and refuses two routes with one name in one store.
 func (h *Handler) registerRoute(ctx caddy.Context, storeKey string) error {
+	app, err := ctx.App("hookgate")
+	if err != nil {
+		return fmt.Errorf("hookgate: loading the hookgate app: %w", err)
+	}
+	h.app = app.(*App)
+	h.metricsOff = h.app.MetricsOff
 	var delivery *deliver.Config
 	if h.Forward != nil {
 		cfg, err := h.Forward.deliverConfig()
 		if err != nil {
 			return err
 		}
-		cfg.Observer = newDeliveryObserver(h.Name)
+		if !h.metricsOff {
+			cfg.Observer = newDeliveryObserver(h.Name)
+		}
 		delivery = &cfg
 		h.maxPending, h.backlogFull = cfg.MaxPending, new(atomic.Bool)
 	}
-	app, err := ctx.App("hookgate")
-	if err != nil {
-		return fmt.Errorf("hookgate: loading the hookgate app: %w", err)
-	}
-	h.app = app.(*App)
 	return h.app.register(routeKey{store: storeKey, name: h.Name}, h.ledger, delivery, h.minFree())
 }
 
