@@ -59,7 +59,10 @@ func startCaddy(bin, globals, handlers string, cgroup *memoryCgroup) (*caddyProc
 		return nil, err
 	}
 	config := filepath.Join(root, "Caddyfile")
-	body := fmt.Sprintf(caddyfileTemplate, p.adminPort, indent(globals), p.sitePort, indent(handlers))
+	if globals != "" {
+		globals = indent(globals) + "\n"
+	}
+	body := fmt.Sprintf(caddyfileTemplate, p.adminPort, globals, p.sitePort, indent(handlers))
 	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
 		os.RemoveAll(root)
 		return nil, err
