@@ -17,12 +17,13 @@ import (
 )
 
 // caddyfileTemplate is every bench config: admin and the one site on free loopback ports, the
-// site's handlers in between. Nothing else is changed from Caddy's defaults.
+// config's global options (none but for the metrics pair) and the site's handlers in between.
+// Nothing else is changed from Caddy's defaults.
 const caddyfileTemplate = `{
 	admin 127.0.0.1:%d
 	persist_config off
 	auto_https off
-}
+%s}
 
 http://127.0.0.1:%d {
 	bind 127.0.0.1
@@ -44,7 +45,7 @@ type caddyProcess struct {
 // startCaddy writes a Caddyfile with handlers as the site's body, starts bin on it and waits
 // until the site accepts connections. With a cgroup, Caddy starts inside it, as in a container,
 // so that it sets its Go memory limit from the cgroup's cap at start, as Caddy does.
-func startCaddy(bin, handlers string, cgroup *memoryCgroup) (*caddyProcess, error) {
+func startCaddy(bin, globals, handlers string, cgroup *memoryCgroup) (*caddyProcess, error) {
 	root, err := os.MkdirTemp("", "hookgate-bench-")
 	if err != nil {
 		return nil, err
@@ -58,7 +59,10 @@ func startCaddy(bin, handlers string, cgroup *memoryCgroup) (*caddyProcess, erro
 		return nil, err
 	}
 	config := filepath.Join(root, "Caddyfile")
-	body := fmt.Sprintf(caddyfileTemplate, p.adminPort, p.sitePort, indent(handlers))
+	if globals != "" {
+		globals = indent(globals) + "\n"
+	}
+	body := fmt.Sprintf(caddyfileTemplate, p.adminPort, globals, p.sitePort, indent(handlers))
 	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
 		os.RemoveAll(root)
 		return nil, err

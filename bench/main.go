@@ -32,6 +32,8 @@ type options struct {
 	drainWait   time.Duration
 	cpuProfile  string
 	rate        float64
+	// metricsRounds is how many times the metrics pair runs each of its two configs.
+	metricsRounds int
 
 	ledger          bool
 	events          int
@@ -55,7 +57,8 @@ func parseFlags() options {
 	flag.IntVar(&o.concurrency, "concurrency", 64, "concurrent client connections (closed loop)")
 	flag.IntVar(&o.bodySize, "body", 1024, "request body size in bytes (JSON carrying a unique event ID)")
 	flag.Float64Var(&o.rate, "rate", 0, "requests per second per config, all workers together (0 = closed loop, as fast as possible); compare latency at a rate every config sustains")
-	flag.StringVar(&o.only, "only", "", "comma-separated configs to run (default all: "+strings.Join(configNames(), ",")+")")
+	flag.StringVar(&o.only, "only", "", "comma-separated configs to run (default all: "+strings.Join(configNames(), ",")+", then "+metricsPairName+": the metrics on/off pair)")
+	flag.IntVar(&o.metricsRounds, "metrics-rounds", 4, "the metrics pair: rounds of hookgate-sync with metrics on and with metrics off, alternated, each going first in half of them (0 skips the pair unless -only names it)")
 	flag.IntVar(&o.presign, "presign", 500000, "requests signed before each config's load, so the load loop does not sign; later ones are signed inline")
 	flag.DurationVar(&o.drainWait, "drain-wait", 30*time.Second, "async: how long to wait after the load for the queue to reach the sink")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "directory: save a CPU profile of Caddy (admin /debug/pprof) during each hookgate config's measured time, and a heap profile after it; in ledger mode a heap profile after the load and a CPU profile of the drain")

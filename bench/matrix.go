@@ -20,6 +20,8 @@ type benchConfig struct {
 	async bool
 	// hookgate configs are the ones profiled with -cpuprofile.
 	hookgate bool
+	// globals are global options beside the admin's (the metrics pair's `hookgate { metrics off }`).
+	globals string
 }
 
 // hookgateBlock is the hookgate directive every hookgate config uses; extra goes inside it.
@@ -100,12 +102,17 @@ type configResult struct {
 	backlog           backlogPeak // async: the largest backlog the admin API showed
 }
 
-// runMatrix runs the selected configs one after another and prints the tables.
+// runMatrix runs the selected configs one after another and prints the tables, then the
+// metrics pair (metrics.go) unless -only leaves it out.
 func runMatrix(o options, factory *eventFactory) error {
-	selected := configs
+	selected, pair := configs, o.metricsRounds > 0
 	if o.only != "" {
-		selected = nil
+		selected, pair = nil, false
 		for _, name := range strings.Split(o.only, ",") {
+			if strings.TrimSpace(name) == metricsPairName {
+				pair = true
+				continue
+			}
 			c, err := configByName(strings.TrimSpace(name))
 			if err != nil {
 				return err
@@ -116,21 +123,35 @@ func runMatrix(o options, factory *eventFactory) error {
 	source := &eventSource{factory: factory}
 	var results []configResult
 	for _, c := range selected {
-		if time.Since(source.presignedAt) > maxPresignAge/2 && o.presign > 0 {
-			took, err := source.presign(o.presign)
-			if err != nil {
-				return err
-			}
-			progressf("pre-signed %d requests in %v (%.1f µs each, all CPUs)", o.presign, took.Round(time.Millisecond), float64(took.Microseconds())/float64(o.presign))
-		}
-		res, err := runConfig(o, c, source)
+		res, err := runFresh(o, c, source)
 		if err != nil {
-			return fmt.Errorf("%s: %w", c.name, err)
+			return err
 		}
 		results = append(results, res)
 	}
-	printMatrix(o, results)
+	if len(results) > 0 {
+		printMatrix(o, results)
+	}
+	if pair {
+		return runMetricsPair(o, source)
+	}
 	return nil
+}
+
+// runFresh runs config c with requests signed recently enough (pre-signing again when they age).
+func runFresh(o options, c benchConfig, source *eventSource) (configResult, error) {
+	if time.Since(source.presignedAt) > maxPresignAge/2 && o.presign > 0 {
+		took, err := source.presign(o.presign)
+		if err != nil {
+			return configResult{}, err
+		}
+		progressf("pre-signed %d requests in %v (%.1f µs each, all CPUs)", o.presign, took.Round(time.Millisecond), float64(took.Microseconds())/float64(o.presign))
+	}
+	res, err := runConfig(o, c, source)
+	if err != nil {
+		return res, fmt.Errorf("%s: %w", c.name, err)
+	}
+	return res, nil
 }
 
 // runConfig starts Caddy with config c, measures it, and stops it.
@@ -150,7 +171,7 @@ func runConfig(o options, c benchConfig, source *eventSource) (configResult, err
 		defer stopRedis(r)
 		storage, redisCPU = redisStorage(r), func() time.Duration { return processCPUTime(r.Pid()) }
 	}
-	p, err := startCaddy(o.caddy, c.handlers(s.addr(), storage), nil)
+	p, err := startCaddy(o.caddy, c.globals, c.handlers(s.addr(), storage), nil)
 	if err != nil {
 		return res, err
 	}

@@ -26,6 +26,12 @@ type App struct {
 	// container's memory cap), at most 64 MiB.
 	BodyBudget int64 `json:"body_budget,omitempty"`
 
+	// MetricsOff leaves hookgate's series out of Caddy's metrics endpoint (admin /metrics and the
+	// metrics handler) and stops counting and timing requests and deliveries. Default: false:
+	// they are exposed whether or not Caddy's own HTTP request metrics are on (the `metrics`
+	// global option), as reverse_proxy's upstream health is.
+	MetricsOff bool `json:"metrics_off,omitempty"`
+
 	mu         sync.Mutex
 	routes     map[routeKey]*appRoute
 	logger     *zap.Logger
@@ -54,24 +60,30 @@ func (*App) CaddyModule() caddy.ModuleInfo {
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
 	a.routes = map[routeKey]*appRoute{}
-	if err := registerMetrics(ctx, a); err != nil {
-		return err
+	if !a.MetricsOff {
+		if err := registerMetrics(ctx, a); err != nil {
+			return err
+		}
 	}
 	return a.provisionBodyBudget()
 }
 
-// register records a route; two routes may not share a name in one store's scope, or their
-// event IDs would silently collide, nor set different min_free for it, since it has one
-// watermark.
+// register records a route. Two routes may not share a name: in one store's scope their event
+// IDs would silently collide, and in two stores the admin API, the CLI and /metrics, which
+// know a route by its name, could not tell them apart. Routes sharing a store may not set
+// different min_free for it either, since it has one watermark.
 func (a *App) register(key routeKey, store *pooledLedger, delivery *deliver.Config, minFree uint64) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for other, r := range a.routes {
-		if r.store.scope != store.scope {
-			continue
-		}
-		if other.name == key.name {
+		switch {
+		case other.name == key.name && r.store.scope == store.scope:
 			return fmt.Errorf("hookgate: two routes named %q share the store %s: give each its own `name`", key.name, store.name)
+		case other.name == key.name:
+			return fmt.Errorf("hookgate: two routes are named %q, one in the store %s and one in %s: the admin API, the CLI and the metrics know a route by its name, so give each its own `name`",
+				key.name, r.store.name, store.name)
+		case r.store.scope != store.scope:
+			continue
 		}
 		if r.minFree != minFree {
 			return fmt.Errorf("hookgate: routes %q and %q share the store %s but set different min_free (%s and %s): set the same on both",
@@ -99,15 +111,27 @@ func (a *App) Start() error {
 		}
 		r.sender = sender
 	}
+	holdRouteSeries(a.routeNames())
 	a.warnStrandedAll()
 	return nil
 }
 
-// Stop lets go of the deliverers; the last config to let go of one stops it.
+// Stop lets go of the deliverers and the routes' series; the last config to let go of one
+// stops it, or drops them from /metrics.
 func (a *App) Stop() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	releaseRouteSeries(a.routeNames())
 	return a.releaseAll()
+}
+
+// routeNames are the names of the app's routes.
+func (a *App) routeNames() []string {
+	names := make([]string, 0, len(a.routes))
+	for key := range a.routes {
+		names = append(names, key.name)
+	}
+	return names
 }
 
 // releaseAll lets go of every deliverer this app holds.

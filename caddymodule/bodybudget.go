@@ -111,6 +111,7 @@ func (h *Handler) fitsBodyBudget() error {
 //	{
 //		hookgate {
 //			body_budget <size>
+//			metrics off
 //		}
 //	}
 func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
@@ -131,6 +132,12 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 				return nil, d.Errf("body_budget: %v", err)
 			}
 			app.BodyBudget = int64(size)
+		case "metrics":
+			var value string
+			if !d.AllArgs(&value) || value != "off" {
+				return nil, d.Errf("metrics takes one argument: off")
+			}
+			app.MetricsOff = true
 		default:
 			return nil, d.Errf("unrecognized hookgate global option %q", d.Val())
 		}

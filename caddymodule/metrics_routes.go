@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookgate/hookgate/dedupe"
 )
 
 // scrapeTimeout bounds the backlog reads of one scrape: Badger's is a counter in memory, a Redis
@@ -17,6 +19,9 @@ var (
 		[]string{"route", "state"}, nil)
 	upstreamPausedDesc = prometheus.NewDesc("hookgate_upstream_paused",
 		"1 while an async route's upstream is paused after failures in a row (one event at a time probes it), else 0.",
+		[]string{"route"}, nil)
+	oldestPendingDesc = prometheus.NewDesc("hookgate_queue_oldest_pending_seconds",
+		"Age of an async route's oldest undelivered event (pending, being attempted or not), since it was accepted; 0 when none is pending.",
 		[]string{"route"}, nil)
 	diskFreeDesc = prometheus.NewDesc("hookgate_ledger_disk_free_bytes",
 		"Free space of the filesystem of a route's Badger ledger, as last read (at most a few seconds old).",
@@ -32,22 +37,18 @@ type routesCollector struct{ app *App }
 
 // Describe implements prometheus.Collector.
 func (c *routesCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{queueDepthDesc, upstreamPausedDesc, diskFreeDesc, diskLowDesc} {
+	for _, d := range []*prometheus.Desc{queueDepthDesc, oldestPendingDesc, upstreamPausedDesc, diskFreeDesc, diskLowDesc} {
 		ch <- d
 	}
 }
 
 // Collect implements prometheus.Collector. A route whose backlog cannot be read (its store is
-// down) is left out of hookgate_queue_depth rather than reported as empty.
+// down) is left out of hookgate_queue_depth and hookgate_queue_oldest_pending_seconds rather
+// than reported as empty.
 func (c *routesCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
-	seen := map[string]bool{} // two stores may each have a route of one name: reported once
-	for key, r := range c.app.routesNow() {
-		if seen[key.name] {
-			continue
-		}
-		seen[key.name] = true
+	for key, r := range c.app.routesNow() { // names are unique in a config (App.register)
 		if r.store.disk != nil {
 			avail, _, low := r.store.disk.read()
 			ch <- prometheus.MustNewConstMetric(diskFreeDesc, prometheus.GaugeValue, float64(avail), key.name)
@@ -59,10 +60,29 @@ func (c *routesCollector) Collect(ch chan<- prometheus.Metric) {
 		status := r.sender.Status()
 		ch <- prometheus.MustNewConstMetric(upstreamPausedDesc, prometheus.GaugeValue, boolGauge(status.Paused), key.name)
 		ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(status.InFlight), key.name, "in_flight")
-		if pending, err := r.store.Pending(ctx, key.name); err == nil {
-			ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(pending), key.name, "pending")
+		pending, err := r.store.Pending(ctx, key.name)
+		if err != nil {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(pending), key.name, "pending")
+		if age, err := oldestPendingAge(ctx, r.store, key.name, pending); err == nil {
+			ch <- prometheus.MustNewConstMetric(oldestPendingDesc, prometheus.GaugeValue, age.Seconds(), key.name)
 		}
 	}
+}
+
+// oldestPendingAge is how long ago the route's oldest pending event was accepted, or 0 with none
+// pending. Both stores list pending events by accept time (Badger's state index, Redis's sorted
+// listing), so it is the first of a listing: one index entry and one event read, not a scan.
+func oldestPendingAge(ctx context.Context, store *pooledLedger, route string, pending int) (time.Duration, error) {
+	if pending == 0 {
+		return 0, nil
+	}
+	oldest, err := store.List(ctx, route, dedupe.Pending, dedupe.Cursor{}, 1)
+	if err != nil || len(oldest) == 0 { // none: delivered since the count was read
+		return 0, err
+	}
+	return max(time.Since(oldest[0].AcceptedAt), 0), nil
 }
 
 // routesNow is a copy of the app's routes, so a scrape reads stores without holding the app.

@@ -69,7 +69,8 @@ type Handler struct {
 	// Default: 5m. Schemes without a signed timestamp skip this check.
 	Tolerance caddy.Duration `json:"tolerance,omitempty"`
 
-	// Name namespaces this route's ledger keys; it must be unique among the routes sharing a store.
+	// Name namespaces this route's ledger keys, and is how the admin API, the CLI and the metrics
+	// know the route: it must be unique among the config's routes, whatever their stores.
 	// Default: the preset name.
 	Name string `json:"name,omitempty"`
 
@@ -151,7 +152,9 @@ type Handler struct {
 	// backlogFull is set while accepts are refused at maxPending, so that is logged once.
 	backlogFull *atomic.Bool
 	app         *App
-	logger      *zap.Logger
+	// metricsOff is the hookgate global option's metrics off: nothing is counted.
+	metricsOff bool
+	logger     *zap.Logger
 }
 
 // Source names where a value is found in a request.
@@ -248,21 +251,24 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 // registerRoute tells the hookgate app about this route, which starts its deliverer (async
 // mode) when the config runs and refuses two routes with one name in one store.
 func (h *Handler) registerRoute(ctx caddy.Context, storeKey string) error {
+	app, err := ctx.App("hookgate")
+	if err != nil {
+		return fmt.Errorf("hookgate: loading the hookgate app: %w", err)
+	}
+	h.app = app.(*App)
+	h.metricsOff = h.app.MetricsOff
 	var delivery *deliver.Config
 	if h.Forward != nil {
 		cfg, err := h.Forward.deliverConfig()
 		if err != nil {
 			return err
 		}
-		cfg.Observer = newDeliveryObserver(h.Name)
+		if !h.metricsOff {
+			cfg.Observer = newDeliveryObserver(h.Name)
+		}
 		delivery = &cfg
 		h.maxPending, h.backlogFull = cfg.MaxPending, new(atomic.Bool)
 	}
-	app, err := ctx.App("hookgate")
-	if err != nil {
-		return fmt.Errorf("hookgate: loading the hookgate app: %w", err)
-	}
-	h.app = app.(*App)
 	return h.app.register(routeKey{store: storeKey, name: h.Name}, h.ledger, delivery, h.minFree())
 }
 

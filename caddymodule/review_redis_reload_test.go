@@ -49,7 +49,8 @@ func TestReviewRedisReloadAppliesRotatedPassword(t *testing.T) {
 }
 
 // Two routes of one name on one Redis store mix their events, whatever their client settings
-// (which give each its own client): the config is refused. Another prefix is another store.
+// (which give each its own client): the config is refused. Another prefix is another store, but
+// one name in two stores is refused too (TestRoutesOfOneNameInTwoStoresAreRefused).
 func TestReviewRedisSameRouteNameRefusedWhateverTheClientSettings(t *testing.T) {
 	route := func(port int, name, storage string) string {
 		return fmt.Sprintf(`http://localhost:%d {
@@ -70,7 +71,8 @@ func TestReviewRedisSameRouteNameRefusedWhateverTheClientSettings(t *testing.T) 
 	if err == nil || !strings.Contains(err.Error(), `two routes named "dup"`) {
 		t.Fatalf("two routes named dup on one Redis store, other timeouts: %v", err)
 	}
-	if err := validateCaddyfile(t, global+route(9181, "dup", "prefix a")+route(9182, "dup", "prefix b")); err != nil {
+	err = validateCaddyfile(t, global+route(9181, "dup", "prefix a")+route(9182, "dup", "prefix b"))
+	if err == nil || !strings.Contains(err.Error(), `two routes are named "dup", one in the store`) {
 		t.Fatalf("one name on two prefixes: %v", err)
 	}
 }
