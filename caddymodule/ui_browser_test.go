@@ -7,11 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/chromedp/chromedp"
+
+	"github.com/hookgate/hookgate/dedupe"
 )
 
 // chromiumPath is Debian's chromium, which ./xcaddy.sh test installs when it is missing.
@@ -66,6 +69,43 @@ func adminPost(t *testing.T, path, origin string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
+// listingStore counts the listings the admin API asks of the store: with their requests (List,
+// which on Badger reads each event's body) and without (ListDeliveries).
+type listingStore struct {
+	store
+	withBodies, deliveries atomic.Int64
+}
+
+func (l *listingStore) List(ctx context.Context, ns string, state dedupe.State, after dedupe.Cursor, limit int) ([]*dedupe.Event, error) {
+	l.withBodies.Add(1)
+	return l.store.List(ctx, ns, state, after, limit)
+}
+
+func (l *listingStore) ListDeliveries(ctx context.Context, ns string, state dedupe.State, after dedupe.Cursor, limit int) ([]*dedupe.Event, error) {
+	l.deliveries.Add(1)
+	return l.store.ListDeliveries(ctx, ns, state, after, limit)
+}
+
+// countListings wraps the test ledger's store in a listingStore until the test ends.
+func countListings(t *testing.T) *listingStore {
+	pool, err := acquireLedger(badgerTarget(storageDir), defaultMinFree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.mu.Lock()
+	healthy := pool.ledger
+	counting := &listingStore{store: healthy}
+	pool.ledger = counting
+	pool.mu.Unlock()
+	t.Cleanup(func() {
+		pool.mu.Lock()
+		pool.ledger = healthy
+		pool.mu.Unlock()
+		pool.release()
+	})
+	return counting
+}
+
 // An operator opens the dead-letter page in a real browser, sees a dead letter, replays it
 // with its button once the upstream is back, and sees it delivered; another site's page
 // cannot replay anything.
@@ -86,6 +126,7 @@ func TestDeadLetterPageInBrowser(t *testing.T) {
 		return strings.Count(body, `"id":`) == 2
 	})
 
+	listings := countListings(t)
 	row := func(id string) chromedp.CSS { return chromedp.CSS(`#dead tr[data-id="` + id + `"]`) }
 	if err := chromedp.Do(browser,
 		chromedp.Navigate("http://localhost:2999/hookgate/ui"),
@@ -100,6 +141,16 @@ func TestDeadLetterPageInBrowser(t *testing.T) {
 	}
 	if !strings.Contains(deadRow, "400") || !strings.Contains(deadRow, "uipage") {
 		t.Fatalf("the dead letter's row %q shows neither its last status 400 nor its route", deadRow)
+	}
+	// Refreshing the page lists the dead letters' deliveries, never their bodies.
+	if n, d := listings.withBodies.Load(), listings.deliveries.Load(); n != 0 || d == 0 {
+		t.Fatalf("showing the page listed events with their bodies %d times and without %d times, want only without", n, d)
+	}
+	if _, body := admin(t, http.MethodGet, "/hookgate/events/uipage?state=dead&fields=delivery"); !strings.Contains(body, `"last_status":400`) || strings.Contains(body, `"method"`) {
+		t.Fatalf("the deliveries listing: %s, want each dead letter's last status and not its request", body)
+	}
+	if status, body := admin(t, http.MethodGet, "/hookgate/events/uipage?state=dead&fields=body"); status != http.StatusBadRequest {
+		t.Fatalf("fields=body: %d %s, want 400", status, body)
 	}
 	deadCount, err := chromedp.Run(browser, chromedp.Text(chromedp.CSS(`#routes tr[data-route="uipage"] td.dead-count`)))
 	if err != nil || deadCount != "2" {
