@@ -1,12 +1,15 @@
 package caddymodule
 
 import (
+	"context"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // fakeAdmin records the requests the proxy passes on.
@@ -150,5 +153,43 @@ func TestUIProxyRefusals(t *testing.T) {
 			r.Header.Get("Sec-Fetch-Site") != "" || r.Header.Get("Sec-Fetch-Mode") != "" {
 			t.Errorf("the admin API got %s %s with %v, want Origin %s and neither cookie, Referer nor Sec-Fetch-*", r.Method, r.URL, r.Header, adminOrigin)
 		}
+	}
+}
+
+// `caddy hookgate ui --address ADMIN` prints a link that opens the page in a browser that keeps
+// cookies, and stops when interrupted.
+func TestUICommandPrintsALinkThatOpensThePage(t *testing.T) {
+	backend := &fakeAdmin{}
+	adminSrv := httptest.NewServer(backend)
+	t.Cleanup(adminSrv.Close)
+	cmd := uiCommand()
+	printed := make(lineOf, 1)
+	cmd.SetOut(printed)
+	cmd.SetArgs([]string{"--address", adminSrv.Listener.Addr().String()})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	var line string
+	select {
+	case line = <-printed:
+	case err := <-done:
+		t.Fatalf("the command ended: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the command printed no link")
+	}
+	link := strings.TrimSpace(line[strings.Index(line, "http://127.0.0.1:"):])
+	jar, _ := cookiejar.New(nil)
+	resp, err := (&http.Client{Jar: jar}).Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "admin answered GET /hookgate/ui" || resp.Request.URL.RawQuery != "" {
+		t.Fatalf("the link %s led to %s: %d %s, want the admin API's /hookgate/ui", link, resp.Request.URL, resp.StatusCode, body)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("the command, interrupted: %v", err)
 	}
 }
