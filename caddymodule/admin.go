@@ -24,7 +24,9 @@ func init() {
 // AdminAPI lets operators see and replay queued events of async routes, on Caddy's admin
 // endpoint:
 //
-//	GET  /hookgate/events/<route>?state=pending|delivered|dead|superseded&limit=N
+//	GET  /hookgate/events/<route>?state=pending|delivered|dead|superseded&limit=N[&fields=delivery]
+//	                                       fields=delivery: each event's ID and delivery only,
+//	                                       read without its body (what the page lists)
 //	GET  /hookgate/events/<route>/<id>
 //	POST /hookgate/replay/<route>/<id>     replay one dead letter
 //	POST /hookgate/replay/<route>          replay every dead letter of the route
@@ -129,6 +131,23 @@ func (a *AdminAPI) list(w http.ResponseWriter, r *http.Request, sender *pooledDe
 		}
 		limit = n
 	}
+	switch fields := r.URL.Query().Get("fields"); fields {
+	case "":
+	case "delivery":
+		// A Badger ledger reads an event's body with its request line; the page, which
+		// lists a route's dead letters every few seconds, shows neither.
+		events, err := sender.store.ListDeliveries(r.Context(), sender.key.name, state, dedupe.Cursor{}, limit)
+		if err != nil {
+			return storeError(err)
+		}
+		views := make([]deliveryView, 0, len(events))
+		for _, ev := range events {
+			views = append(views, deliveryOf(ev))
+		}
+		return writeJSON(w, map[string]any{"route": sender.key.name, "state": state, "events": views})
+	default:
+		return apiError(http.StatusBadRequest, fmt.Errorf("fields must be delivery, or left out for the whole listing"))
+	}
 	events, err := sender.store.List(r.Context(), sender.key.name, state, dedupe.Cursor{}, limit)
 	if err != nil {
 		return storeError(err)
@@ -177,7 +196,7 @@ func (a *AdminAPI) replay(w http.ResponseWriter, r *http.Request, sender *pooled
 }
 
 // replayAll replays the route's dead letters a page at a time, so its memory does not grow with
-// their number. It walks them in accept order and stops at those accepted after it began:
+// their number (it lists their deliveries, not their bodies, which Replay rewrites anyway). It walks them in accept order and stops at those accepted after it began:
 // a replayed event that dies again keeps its accept time, behind the walk, so it is not
 // replayed twice, and the walk ends however fast new dead letters come.
 func replayAll(ctx context.Context, sender *pooledDeliverer) (int, error) {
@@ -185,7 +204,7 @@ func replayAll(ctx context.Context, sender *pooledDeliverer) (int, error) {
 	var after dedupe.Cursor
 	replayed := 0
 	for {
-		dead, err := sender.store.List(ctx, sender.key.name, dedupe.Dead, after, replayPage)
+		dead, err := sender.store.ListDeliveries(ctx, sender.key.name, dedupe.Dead, after, replayPage)
 		if err != nil {
 			return replayed, err
 		}
@@ -222,15 +241,21 @@ func pathParts(escaped string) ([]string, error) {
 	return parts, nil
 }
 
-// eventView is what operators see of an event: its delivery, not its body or headers.
+// eventView is what operators see of an event: its request line and delivery, not its body or
+// headers.
 type eventView struct {
+	deliveryView
+	Entity    string `json:"entity,omitempty"`
+	Version   int64  `json:"version,omitempty"`
+	Method    string `json:"method"`
+	URI       string `json:"uri"`
+	BodyBytes int    `json:"body_bytes"`
+}
+
+// deliveryView is an event's delivery: what the dead-letter page lists.
+type deliveryView struct {
 	ID          string       `json:"id"`
 	State       dedupe.State `json:"state"`
-	Entity      string       `json:"entity,omitempty"`
-	Version     int64        `json:"version,omitempty"`
-	Method      string       `json:"method"`
-	URI         string       `json:"uri"`
-	BodyBytes   int          `json:"body_bytes"`
 	Attempts    int          `json:"attempts"`
 	NextAttempt *time.Time   `json:"next_attempt,omitempty"`
 	LastStatus  int          `json:"last_status,omitempty"`
@@ -240,9 +265,15 @@ type eventView struct {
 }
 
 func viewOf(ev *dedupe.Event) eventView {
-	v := eventView{
-		ID: ev.ID, State: ev.State, Entity: ev.Entity, Version: ev.Version, Method: ev.Method, URI: ev.URI,
-		BodyBytes: ev.BodyBytes, Attempts: ev.Attempts, LastStatus: ev.LastStatus, LastError: ev.LastError,
+	return eventView{
+		deliveryView: deliveryOf(ev),
+		Entity:       ev.Entity, Version: ev.Version, Method: ev.Method, URI: ev.URI, BodyBytes: ev.BodyBytes,
+	}
+}
+
+func deliveryOf(ev *dedupe.Event) deliveryView {
+	v := deliveryView{
+		ID: ev.ID, State: ev.State, Attempts: ev.Attempts, LastStatus: ev.LastStatus, LastError: ev.LastError,
 		AcceptedAt: ev.AcceptedAt, UpdatedAt: ev.UpdatedAt,
 	}
 	if ev.State == dedupe.Pending {

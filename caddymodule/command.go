@@ -18,10 +18,11 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "hookgate",
-		Short: "Signs test webhooks; lists, shows and replays queued events",
+		Short: "Signs test webhooks; lists, shows and replays queued events; serves the dead-letter page",
 		CobraFunc: func(cmd *cobra.Command) {
 			cmd.AddCommand(signCommand())
 			cmd.AddCommand(adminCommands()...)
+			cmd.AddCommand(uiCommand())
 		},
 	})
 }

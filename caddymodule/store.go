@@ -70,6 +70,9 @@ type store interface {
 	PendingByNamespace(ctx context.Context) (map[string]int, error)
 	// Pending is a namespace's backlog of undelivered events.
 	Pending(ctx context.Context, namespace string) (int, error)
+	// ListDeliveries is List with each event's ID and delivery only (state, attempts, last
+	// status and error, times), read without the event's body: what the dead-letter page shows.
+	ListDeliveries(ctx context.Context, namespace string, state dedupe.State, after dedupe.Cursor, limit int) ([]*dedupe.Event, error)
 }
 
 // failing is a store that can fail for good (Badger, after a failed write).
@@ -380,6 +383,15 @@ func (p *pooledLedger) List(ctx context.Context, ns string, state dedupe.State, 
 		return nil, err
 	}
 	return l.List(ctx, ns, state, after, limit)
+}
+
+// ListDeliveries lists the route's events' deliveries, without their bodies.
+func (p *pooledLedger) ListDeliveries(ctx context.Context, ns string, state dedupe.State, after dedupe.Cursor, limit int) ([]*dedupe.Event, error) {
+	l, err := p.open()
+	if err != nil {
+		return nil, err
+	}
+	return l.ListDeliveries(ctx, ns, state, after, limit)
 }
 
 // Pending is the route's backlog of undelivered events.

@@ -7,22 +7,18 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/chromedp/chromedp"
+
+	"github.com/hookgate/hookgate/dedupe"
 )
 
 // chromiumPath is Debian's chromium, which ./xcaddy.sh test installs when it is missing.
 const chromiumPath = "/usr/bin/chromium"
-
-// uiAdmin is the admin block the README recommends for the dead-letter page: Caddy 2.11 checks
-// the origin of every request a browser makes, and a typed-in address carries neither Origin
-// nor Referer, so the empty origin is listed beside the admin address itself.
-const uiAdmin = `admin localhost:2999 {
-		origins "" localhost:2999 127.0.0.1:2999 [::1]:2999
-	}`
 
 // newBrowser starts headless chromium for the test, bounded by within; it is stopped at cleanup.
 func newBrowser(t *testing.T, within time.Duration) context.Context {
@@ -66,17 +62,93 @@ func adminPost(t *testing.T, path, origin string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-// An operator opens the dead-letter page in a real browser, sees a dead letter, replays it
-// with its button once the upstream is back, and sees it delivered; another site's page
+// listingStore counts the listings the admin API asks of the store: with their requests (List,
+// which on Badger reads each event's body) and without (ListDeliveries).
+type listingStore struct {
+	store
+	withBodies, deliveries atomic.Int64
+}
+
+func (l *listingStore) List(ctx context.Context, ns string, state dedupe.State, after dedupe.Cursor, limit int) ([]*dedupe.Event, error) {
+	l.withBodies.Add(1)
+	return l.store.List(ctx, ns, state, after, limit)
+}
+
+func (l *listingStore) ListDeliveries(ctx context.Context, ns string, state dedupe.State, after dedupe.Cursor, limit int) ([]*dedupe.Event, error) {
+	l.deliveries.Add(1)
+	return l.store.ListDeliveries(ctx, ns, state, after, limit)
+}
+
+// countListings wraps the test ledger's store in a listingStore until the test ends.
+func countListings(t *testing.T) *listingStore {
+	pool, err := acquireLedger(badgerTarget(storageDir), defaultMinFree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.mu.Lock()
+	healthy := pool.ledger
+	counting := &listingStore{store: healthy}
+	pool.ledger = counting
+	pool.mu.Unlock()
+	t.Cleanup(func() {
+		pool.mu.Lock()
+		pool.ledger = healthy
+		pool.mu.Unlock()
+		pool.release()
+	})
+	return counting
+}
+
+// lineOf is a writer that hands over the first thing written to it: the link the ui command
+// prints.
+type lineOf chan string
+
+func (l lineOf) Write(p []byte) (int, error) {
+	select {
+	case l <- string(p):
+	default:
+	}
+	return len(p), nil
+}
+
+// startUIProxy runs `caddy hookgate ui` against the test's admin API until the test ends, and
+// returns the one-time link it printed.
+func startUIProxy(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	printed, done := make(lineOf, 1), make(chan error, 1)
+	go func() { done <- serveUIProxy(ctx, "localhost:2999", 0, printed) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("the ui proxy: %v", err)
+		}
+	})
+	select {
+	case line := <-printed:
+		link := strings.TrimSpace(line[strings.Index(line, "http://"):])
+		t.Logf("caddy hookgate ui printed: %s", strings.TrimSpace(line))
+		return link
+	case err := <-done:
+		t.Fatalf("the ui proxy did not start: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the ui proxy printed no link")
+	}
+	return ""
+}
+
+// An operator opens the dead-letter page in a real browser through `caddy hookgate ui`, with the
+// admin API's default origins (the page, opened on the admin API itself, is refused), sees the
+// dead letters, replays one with its button once the upstream is back, and sees it delivered;
+// "Replay all dead" replays nothing until its confirmation is clicked. Another site's page
 // cannot replay anything.
 func TestDeadLetterPageInBrowser(t *testing.T) {
 	up := newUpstream(t)
 	up.status.Store(http.StatusBadRequest)
 	cfg := gatewayConfig("uipage", unusedUpstream, asyncRoute(up.Listener.Addr().String(), "max_attempts 1"))
-	cfg = strings.Replace(cfg, "admin localhost:2999", uiAdmin, 1)
 	tester := caddytest.NewTester(t)
 	tester.InitServer(cfg, "caddyfile")
-	browser := newBrowser(t, 30*time.Second)
+	browser := newBrowser(t, 45*time.Second)
 
 	for _, id := range []string{"evt_ui_1", "evt_ui_2"} {
 		expectReply(t, "accepted", send(t, tester.Client, newEvent(t, id, "obj_"+id, 1)), http.StatusAccepted, "")
@@ -86,13 +158,43 @@ func TestDeadLetterPageInBrowser(t *testing.T) {
 		return strings.Count(body, `"id":`) == 2
 	})
 
+	// Typed into the browser, the admin API's own address is refused under Caddy's default
+	// origins: the navigation carries neither Origin nor Referer.
+	resp, err := chromedp.Run(browser, chromedp.NavigateResponse("http://localhost:2999/hookgate/ui"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct, err := chromedp.Run(browser, chromedp.Text(chromedp.CSS("body")))
+	if err != nil || resp.Status != http.StatusForbidden || !strings.Contains(direct, "not allowed to access from origin") {
+		t.Fatalf("the page opened on the admin API itself: %d %q (%v), want Caddy's 403 for a missing origin", resp.Status, direct, err)
+	}
+
+	listings := countListings(t)
+	link := startUIProxy(t)
 	row := func(id string) chromedp.CSS { return chromedp.CSS(`#dead tr[data-id="` + id + `"]`) }
 	if err := chromedp.Do(browser,
-		chromedp.Navigate("http://localhost:2999/hookgate/ui"),
+		chromedp.Navigate(link),
 		chromedp.WaitVisible(row("evt_ui_1")),
 		chromedp.WaitVisible(row("evt_ui_2")),
 	); err != nil {
 		t.Fatalf("the page never showed both dead letters: %v", err)
+	}
+	location, err := chromedp.Run(browser, chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(location, "token") || !strings.HasSuffix(location, "/hookgate/ui") {
+		t.Fatalf("the page's address is %s, want /hookgate/ui without the link's token", location)
+	}
+	again, err := chromedp.Run(browser, chromedp.NavigateResponse(link))
+	if err != nil || again.Status != http.StatusUnauthorized {
+		t.Fatalf("the link opened a second time: %v (%v), want 401", again, err)
+	}
+	if err := chromedp.Do(browser,
+		chromedp.Navigate(link[:strings.Index(link, "/hookgate/")]+"/hookgate/ui"),
+		chromedp.WaitVisible(row("evt_ui_1")),
+	); err != nil {
+		t.Fatalf("the page, opened again with the cookie, never showed the dead letters: %v", err)
 	}
 	deadRow, err := chromedp.Run(browser, chromedp.Text(row("evt_ui_1")))
 	if err != nil {
@@ -100,6 +202,16 @@ func TestDeadLetterPageInBrowser(t *testing.T) {
 	}
 	if !strings.Contains(deadRow, "400") || !strings.Contains(deadRow, "uipage") {
 		t.Fatalf("the dead letter's row %q shows neither its last status 400 nor its route", deadRow)
+	}
+	// Refreshing the page lists the dead letters' deliveries, never their bodies.
+	if n, d := listings.withBodies.Load(), listings.deliveries.Load(); n != 0 || d == 0 {
+		t.Fatalf("showing the page listed events with their bodies %d times and without %d times, want only without", n, d)
+	}
+	if _, body := admin(t, http.MethodGet, "/hookgate/events/uipage?state=dead&fields=delivery"); !strings.Contains(body, `"last_status":400`) || strings.Contains(body, `"method"`) {
+		t.Fatalf("the deliveries listing: %s, want each dead letter's last status and not its request", body)
+	}
+	if status, body := admin(t, http.MethodGet, "/hookgate/events/uipage?state=dead&fields=body"); status != http.StatusBadRequest {
+		t.Fatalf("fields=body: %d %s, want 400", status, body)
 	}
 	deadCount, err := chromedp.Run(browser, chromedp.Text(chromedp.CSS(`#routes tr[data-route="uipage"] td.dead-count`)))
 	if err != nil || deadCount != "2" {
@@ -156,5 +268,35 @@ func TestDeadLetterPageInBrowser(t *testing.T) {
 	}
 	if err := chromedp.Do(browser, chromedp.WaitVisible(row("evt_ui_2"))); err != nil {
 		t.Fatalf("the other dead letter left the page: %v", err)
+	}
+
+	// "Replay all dead" clicked once only asks for a confirmation; the confirmation replays.
+	replayAll := func(action string) chromedp.CSS {
+		return chromedp.CSS(`#routes tr[data-route="uipage"] button[data-action="` + action + `"]`)
+	}
+	if err := chromedp.Do(browser,
+		chromedp.Click(chromedp.CSS(`#routes tr[data-route="uipage"] button`)), // the first: Replay all dead
+		chromedp.WaitVisible(replayAll("confirm-replay-all")),
+	); err != nil {
+		t.Fatalf("Replay all dead, clicked once, asked for no confirmation: %v", err)
+	}
+	if shot, err = chromedp.Run(browser, chromedp.FullScreenshot(100)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(artifactDir(t), "dead-letter-page-confirm.png"), shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, body := admin(t, http.MethodGet, "/hookgate/events/uipage/evt_ui_2"); !strings.Contains(body, `"state":"dead"`) || up.count("evt_ui_2") != 1 {
+		t.Fatalf("after one click on Replay all dead the event is %s and was sent %d times, want still dead, sent once", body, up.count("evt_ui_2"))
+	}
+	if err := chromedp.Do(browser,
+		chromedp.Click(replayAll("confirm-replay-all")),
+		chromedp.WaitNotPresent(row("evt_ui_2")),
+	); err != nil {
+		t.Fatalf("the confirmed replay of all dead letters never emptied the page: %v", err)
+	}
+	waitFor(t, "the confirmed replay delivered", 10*time.Second, func() bool { return up.count("evt_ui_2") == 2 })
+	if message, err = chromedp.Run(browser, chromedp.Text(chromedp.ID("message"))); err != nil || !strings.Contains(message, "replayed 1 (every dead letter of uipage)") {
+		t.Fatalf("the page says %q (%v), want it to say one dead letter was replayed", message, err)
 	}
 }

@@ -56,22 +56,39 @@ func (b *Badger) Get(ctx context.Context, namespace, id string) (*Event, error) 
 // List implements Outbox, reading the state index, which sorts each state's
 // events by accept time; it costs one index entry, one record and one
 // payload read per event returned (plus any index entries whose record
-// expired within the last second and is not yet reclaimed). A limit <= 0
+// expired within the last second and is not yet reclaimed). A payload holds
+// the body, so a dead letter's costs its body's size to read. A limit <= 0
 // returns nothing.
 func (b *Badger) List(ctx context.Context, namespace string, state State, after Cursor, limit int) ([]*Event, error) {
+	return b.list(ctx, "list", namespace, state, after, limit, true)
+}
+
+// ListDeliveries is List without the requests: it returns only each event's ID
+// and delivery (State, Attempts, NextAttempt, LastStatus, LastError,
+// AcceptedAt, UpdatedAt), leaving Entity, Version, Method, URI, Scheme and
+// BodyBytes empty. It reads no payload, so it costs one index entry and one
+// record (a few dozen bytes and the last error) per event, whatever the size
+// of their bodies: a dead-letter page can refresh it every few seconds.
+func (b *Badger) ListDeliveries(ctx context.Context, namespace string, state State, after Cursor, limit int) ([]*Event, error) {
+	return b.list(ctx, "list deliveries", namespace, state, after, limit, false)
+}
+
+// list is List, reading each event's payload (less its header and body) only
+// withRequest.
+func (b *Badger) list(ctx context.Context, op, namespace string, state State, after Cursor, limit int, withRequest bool) ([]*Event, error) {
 	if !validState(state) {
-		return nil, fmt.Errorf("dedupe: list: unknown state %q", state)
+		return nil, fmt.Errorf("dedupe: %s: unknown state %q", op, state)
 	}
 	prefix, err := key(namespace, kindState, string(state)+"\x00")
 	if err != nil {
-		return nil, fmt.Errorf("dedupe: list: %w", err)
+		return nil, fmt.Errorf("dedupe: %s: %w", op, err)
 	}
 	if limit <= 0 {
 		return nil, nil
 	}
 	start := indexKey(namespace, kindState, string(state)+"\x00", after.AcceptedAt, after.ID)
 	var out []*Event
-	err = b.view(ctx, "list", func(txn *badger.Txn) error {
+	err = b.view(ctx, op, func(txn *badger.Txn) error {
 		it := keyIterator(txn, prefix)
 		defer it.Close()
 		now := time.Now()
@@ -97,11 +114,13 @@ func (b *Badger) List(ctx context.Context, namespace string, state State, after 
 			if !live || rec.State != state || sortNanos(rec.AcceptedAt) != at {
 				continue
 			}
-			p, err := getPayload(txn, ok.payload)
-			if err != nil {
-				return err
+			p := &payload{}
+			if withRequest {
+				if p, err = getPayload(txn, ok.payload); err != nil {
+					return err
+				}
+				p.Header, p.body = nil, nil
 			}
-			p.Header, p.body = nil, nil
 			out = append(out, ok.event(rec, p))
 		}
 		return nil
