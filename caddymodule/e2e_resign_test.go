@@ -247,8 +247,8 @@ func TestE2EResignAfterOutage(t *testing.T) {
 				records = library.records(t)
 			}
 			last := lastAnswer(records, "/hooks/"+c.name)
-			t.Logf("%s after %d attempts, %v after the app came back (last status %d); the app's last answer: %d id=%q timestamp=%s %s",
-				ev.State, ev.Attempts, time.Since(cameUp).Round(time.Millisecond), ev.LastStatus, last.Status, last.ID, last.Timestamp, last.Error)
+			t.Logf("%s after %d attempts, %v after the app came back (last status %d); the app's last answer: %d id=%q signed %s before it came back %s",
+				ev.State, ev.Attempts, time.Since(cameUp).Round(time.Millisecond), ev.LastStatus, last.Status, last.ID, signedBefore(last.Timestamp, cameUp), last.Error)
 			if c.delivered() {
 				if ev.State != "delivered" || last.Status != http.StatusOK {
 					t.Fatalf("event %s (last status %d: %s), want delivered and accepted by the app's own check; the app answered %d: %s",
@@ -265,6 +265,15 @@ func TestE2EResignAfterOutage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// signedBefore is how long before ref a request's signature timestamp (unix seconds) was.
+func signedBefore(ts string, ref time.Time) string {
+	seconds, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return fmt.Sprintf("(timestamp %q)", ts)
+	}
+	return ref.Sub(time.Unix(seconds, 0)).Round(time.Second).String()
 }
 
 // lastAnswer is the app's last answer on path that was not an outage's 503.

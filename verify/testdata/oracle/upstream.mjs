@@ -22,16 +22,19 @@ for (const level of ['log', 'info', 'warn', 'debug', 'trace']) console[level] = 
 const routes = JSON.parse(process.argv[2] ?? '{}');
 const stripe = new Stripe('sk_test_upstream'); // the webhook helpers make no network call
 
-// check verifies one request with its route's library and returns what the app would log.
+// check verifies one request with its route's library and returns the event ID it accepted.
 const check = {
-  stripe: ({ secret }, body, h) => {
-    const event = stripe.webhooks.constructEvent(body, h['stripe-signature'], secret);
-    return { id: event.id, timestamp: /t=(\d+)/.exec(h['stripe-signature'])?.[1] };
-  },
+  stripe: ({ secret }, body, h) => stripe.webhooks.constructEvent(body, h['stripe-signature'], secret).id,
   standard: ({ secret }, body, h) => {
     new Webhook(secret).verify(body, h);
-    return { id: h['webhook-id'], timestamp: h['webhook-timestamp'] };
+    return h['webhook-id'];
   },
+};
+
+// signedAt is the timestamp the request's signature claims, for the log.
+const signedAt = {
+  stripe: (h) => /t=(\d+)/.exec(h['stripe-signature'] ?? '')?.[1],
+  standard: (h) => h['webhook-timestamp'],
 };
 
 const seen = [];
@@ -58,10 +61,11 @@ const server = createServer((req, res) => {
     const route = routes[path];
     if (!route) return reply(404, { error: 'no such route' });
     if (!up) return reply(503, { error: 'down' });
+    const timestamp = signedAt[route.verifier](req.headers);
     try {
-      reply(200, check[route.verifier](route, Buffer.concat(chunks), req.headers));
+      reply(200, { id: check[route.verifier](route, Buffer.concat(chunks), req.headers), timestamp });
     } catch (err) {
-      reply(401, { error: String(err?.message ?? err) });
+      reply(401, { timestamp, error: String(err?.message ?? err) });
     }
   });
 });
