@@ -57,6 +57,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if h.Forward != nil {
 		return h.enqueue(out, r, body, claim)
 	}
+	if err := h.signHandedOn(r, claim.ID, body); err != nil { // sign_upstream (resign.go)
+		return out.reject(http.StatusInternalServerError, err)
+	}
 
 	found, err := h.ledger.Claim(r.Context(), claim)
 	if answered, err := h.answerUnlessNew(out, "claim", found, err); answered {
