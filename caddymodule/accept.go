@@ -51,6 +51,7 @@ func (h *Handler) enqueue(out *outcome, r *http.Request, body []byte, claim dedu
 		ev.ID = randomEventID()
 		out.event(ev.ID, ev.Scheme)
 	}
+	h.keepURLForResign(ev, r)
 	claim.MaxPending = h.maxPending
 	found, err := h.ledger.Accept(r.Context(), claim, ev, time.Duration(h.DedupeTTL))
 	if errors.Is(err, dedupe.ErrTooLarge) {

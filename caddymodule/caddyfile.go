@@ -63,7 +63,9 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		timestamp_header <name>
 //		timestamp_unit   s|ms|rfc3339
 //		timestamp_json   <path>                   # a timestamp inside the signed body (linear)
+//		sign_upstream    <whsec_secret>           # the gateway's Standard Webhooks signature toward the app
 //		forward          <url> {                  # async mode
+//			resign                            # the provider's signature again, fresh, per attempt
 //			max_attempts    <n>
 //			timeout         <duration>
 //			workers         <n>
@@ -95,6 +97,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		"timestamp_header": &h.TimestampHeader,
 		"timestamp_unit":   &h.TimestampUnit,
 		"timestamp_json":   &h.TimestampJSON,
+		"sign_upstream":    &h.SignUpstream,
 	}
 	durations := map[string]*caddy.Duration{
 		"tolerance":   &h.Tolerance,

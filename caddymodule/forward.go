@@ -43,6 +43,15 @@ type Forward struct {
 	// 100000, an hour's upstream outage at about 28 events/s; a queued event takes its body
 	// plus about 0.6 KiB of disk.
 	MaxPending int `json:"max_pending,omitempty"`
+	// Resign signs every delivery attempt again, for an app that checks the provider's signature
+	// itself with the provider's freshness window: the provider's signature, timestamp and id
+	// headers are recomputed in its own format, with a timestamp taken at the attempt and the
+	// route's first secret (the one the app must use), keeping the event's id. So an event
+	// delayed past the window by an outage still passes the app's unchanged check. Schemes
+	// that sign no timestamp (github, shopify, ...) are forwarded as they are; public-key schemes
+	// (discord, sendgrid, standard with public keys only) and linear (its timestamp is inside
+	// the body) are refused. Default: false (the provider's headers as received).
+	Resign bool `json:"resign,omitempty"`
 }
 
 // deliverConfig turns the Caddy config into the deliverer's, with its defaults.
@@ -102,6 +111,11 @@ func unmarshalForward(d *caddyfile.Dispenser) (*Forward, error) {
 				return nil, err
 			}
 			*durations[sub] = dur
+		case sub == "resign":
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			f.Resign = true
 		case sub == "jitter":
 			if !d.AllArgs(&f.Jitter) {
 				return nil, d.ArgErr()

@@ -18,8 +18,8 @@ import (
 // alone what can never verify, reserve the body's memory in the server's budget (bodybudget.go),
 // read the raw body, verify, answer the provider's endpoint check itself (never forwarded nor
 // recorded), extract the event, then either queue it durably and answer 202 (async
-// mode), or claim it in the ledger, hand it to the next handler, and mark it done or release it
-// (sync mode). An ID the signature does not cover is claimed together with the digest of the
+// mode), or claim it in the ledger, hand it to the next handler (with the gateway's signature
+// under sign_upstream, resign.go), and mark it done or release it (sync mode). An ID the signature does not cover is claimed together with the digest of the
 // signed bytes (replay.go).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	out := newOutcome(w, r)
@@ -56,6 +56,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	out.event(claim.ID, h.scheme)
 	if h.Forward != nil {
 		return h.enqueue(out, r, body, claim)
+	}
+	if err := h.signHandedOn(r, claim.ID, body); err != nil { // sign_upstream (resign.go)
+		return out.reject(http.StatusInternalServerError, err)
 	}
 
 	found, err := h.ledger.Claim(r.Context(), claim)

@@ -110,6 +110,15 @@ type Handler struct {
 	// Storage selects the ledger. Default: badger in Caddy's data directory, under hookgate/.
 	Storage *Storage `json:"storage,omitempty"`
 
+	// SignUpstream is a Standard Webhooks secret (`whsec_` then base64) with which the gateway
+	// signs what it hands on, for an app that checks "verified by hookgate": webhook-id (the
+	// event ID, as in Hookgate-Event-Id), webhook-timestamp (now) and webhook-signature (v1, over
+	// the id, the timestamp and the forwarded body), set on the request handed to the next
+	// handler (sync mode) or on every delivery attempt (async mode), replacing any the provider
+	// sent. `{env.*}` and `{file.*}` placeholders are expanded once at provision time. Refused
+	// on routes whose scheme uses one of those headers itself (standard, openai). Default: none.
+	SignUpstream string `json:"sign_upstream,omitempty"`
+
 	// SignatureHeader overrides the header that carries the signature; several headers,
 	// comma-separated, when the provider signs with each of its keys in its own header (box).
 	SignatureHeader string `json:"signature_header,omitempty"`
@@ -146,7 +155,11 @@ type Handler struct {
 	signsURL bool
 	// dedupeDigest is set when the signature does not cover the event ID (replay.go).
 	dedupeDigest bool
-	ledger       *pooledLedger
+	// upstream signs what the route hands on (resign.go); nil without resign and sign_upstream.
+	upstream *upstreamSigner
+	// keepSignedURL is set when resign needs each queued event's signed URL (resign.go).
+	keepSignedURL bool
+	ledger        *pooledLedger
 	// maxPending is an async route's bound on its backlog (Forward.MaxPending, defaulted).
 	maxPending int
 	// backlogFull is set while accepts are refused at maxPending, so that is logged once.
@@ -235,6 +248,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.VersionTTL == 0 {
 		h.VersionTTL = max(caddy.Duration(defaultVersionTTL), h.DedupeTTL)
 	}
+	if err := h.provisionUpstreamSigning(h.verifier.Config(), keys.Secrets); err != nil {
+		return err
+	}
 	target, err := h.storeTarget()
 	if err != nil {
 		return err
@@ -265,6 +281,9 @@ func (h *Handler) registerRoute(ctx caddy.Context, storeKey string) error {
 		}
 		if !h.metricsOff {
 			cfg.Observer = newDeliveryObserver(h.Name)
+		}
+		if h.upstream != nil {
+			cfg.Sign = h.upstream.signAttempt
 		}
 		delivery = &cfg
 		h.maxPending, h.backlogFull = cfg.MaxPending, new(atomic.Bool)

@@ -74,6 +74,11 @@ func attempt(stopCtx context.Context, client *http.Client, cfg Config, ev *dedup
 	defer cancel()
 
 	req, err := newAttemptRequest(ctx, cfg.Target, ev, number)
+	if err == nil && cfg.Sign != nil {
+		if err = cfg.Sign(req, ev); err != nil {
+			err = fmt.Errorf("signing the request: %w", err)
+		}
+	}
 	if err != nil {
 		return attemptResult{verdict: rejected, problem: err.Error() + ": not retried"}
 	}

@@ -3,8 +3,11 @@ package deliver
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/hookgate/hookgate/dedupe"
 )
 
 // The values of Config.Jitter.
@@ -72,6 +75,11 @@ type Config struct {
 	MaxPending int
 	// Observer, if set, is told each attempt's duration and each event's recorded state.
 	Observer Observer
+	// Sign, if set, is called with each attempt's request just before it is sent, and the event
+	// it carries: it may set headers, such as signatures over a timestamp taken now, so that a
+	// retry after a long outage is as fresh as a first attempt. An error fails the attempt
+	// without a retry, as a request that cannot be sent. Default: none (headers as received).
+	Sign func(req *http.Request, ev *dedupe.Event) error
 }
 
 // WithDefaults returns c with every zero field set to its default. Negative values are kept,

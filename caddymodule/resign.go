@@ -1,0 +1,134 @@
+package caddymodule
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/verify"
+)
+
+// A legacy app may check the provider's signature itself, with the provider's freshness window:
+// an event queued through an outage longer than the window would fail it. `forward { resign }`
+// signs every delivery attempt again in the provider's format with a timestamp taken then;
+// `sign_upstream` adds the gateway's own Standard Webhooks signature for apps taught one check.
+
+// headerSignedURL keeps, in a queued event's stored headers, the URL the provider signed, for
+// schemes that sign it (hubspot) on routes that re-sign: the app checks the URL the provider
+// called, which the deliverer cannot rebuild. Like every Hookgate-* header it is never forwarded.
+const headerSignedURL = "Hookgate-Signed-Url"
+
+// upstreamSigner signs what a route hands on: the provider's signature again (resign), then the
+// gateway's (sign_upstream). Either may be absent.
+type upstreamSigner struct {
+	resigner *verify.Resigner
+	// gatewayKey is sign_upstream's secret, expanded; "" without it.
+	gatewayKey string
+}
+
+// gatewayScheme is the scheme sign_upstream signs with: Standard Webhooks v1.
+var gatewayScheme, _ = verify.Preset("standard")
+
+// provisionUpstreamSigning checks resign and sign_upstream against the route's scheme cfg and
+// builds their signer. secrets are the route's expanded secrets: resign uses the first.
+func (h *Handler) provisionUpstreamSigning(cfg verify.Config, secrets []string) error {
+	resign := h.Forward != nil && h.Forward.Resign
+	if !resign && h.SignUpstream == "" {
+		return nil
+	}
+	h.upstream = new(upstreamSigner)
+	if resign {
+		var first string
+		if len(secrets) > 0 {
+			first = secrets[0]
+		}
+		r, err := verify.NewResigner(cfg, first)
+		if err != nil {
+			return fmt.Errorf("hookgate: forward resign: %w; the app can check sign_upstream's signature instead", err)
+		}
+		if !r.Refreshes() {
+			h.logger.Info("forward resign: the scheme signs no timestamp, so its signature does not age: deliveries carry the provider's headers as they are",
+				zap.String("route", h.Name), zap.String("scheme", cfg.Scheme))
+		}
+		h.upstream.resigner = r
+		h.keepSignedURL = r.Refreshes() && cfg.SignsURL()
+	}
+	if h.SignUpstream == "" {
+		return nil
+	}
+	keys, err := expandKeys("sign_upstream", []string{h.SignUpstream})
+	if err != nil {
+		return err
+	}
+	if _, err := verify.New(gatewayScheme, keys); err != nil {
+		return fmt.Errorf("hookgate: sign_upstream must be a Standard Webhooks secret (whsec_ then base64): %w", err)
+	}
+	if name := sharedGatewayHeader(cfg); name != "" {
+		return fmt.Errorf("hookgate: sign_upstream would overwrite the provider's own %s header, which the %s scheme uses: the app can check the provider's signature with forward resign instead",
+			name, cfg.Scheme)
+	}
+	h.upstream.gatewayKey = keys[0]
+	return nil
+}
+
+// sharedGatewayHeader is a header of the route's scheme that sign_upstream would overwrite, or "".
+func sharedGatewayHeader(cfg verify.Config) string {
+	ours := []string{gatewayScheme.IDHeader, gatewayScheme.TimestampHeader, gatewayScheme.SignatureHeader}
+	theirs := append(strings.Split(cfg.SignatureHeader, ","), cfg.TimestampHeader, cfg.IDHeader)
+	for _, name := range theirs {
+		for _, gateway := range ours {
+			if strings.EqualFold(strings.TrimSpace(name), gateway) {
+				return gateway
+			}
+		}
+	}
+	return ""
+}
+
+// signAttempt is deliver.Config.Sign: it signs one delivery attempt of ev, at the attempt's time.
+func (s *upstreamSigner) signAttempt(req *http.Request, ev *dedupe.Event) error {
+	now := time.Now()
+	if s.resigner != nil {
+		m := &verify.Message{Header: req.Header, Body: ev.Body, Method: ev.Method, URL: ev.Header.Get(headerSignedURL)}
+		if err := s.resigner.Resign(m, now); err != nil {
+			return fmt.Errorf("resign: %w", err)
+		}
+	}
+	return s.signGateway(req.Header, ev.ID, ev.Body, now)
+}
+
+// signGateway sets sign_upstream's webhook-id, webhook-timestamp and webhook-signature headers
+// for body, replacing any the provider sent.
+func (s *upstreamSigner) signGateway(header http.Header, id string, body []byte, now time.Time) error {
+	if s.gatewayKey == "" {
+		return nil
+	}
+	m := &verify.Message{Header: header, Body: body}
+	if err := verify.SignMessage(gatewayScheme, s.gatewayKey, id, now, m); err != nil {
+		return fmt.Errorf("sign_upstream: %w", err)
+	}
+	return nil
+}
+
+// signHandedOn signs, in sync mode, the request handed to the next handler with sign_upstream.
+// Without an event ID (dedupe off), it gets a random one, as a queued event does.
+func (h *Handler) signHandedOn(r *http.Request, id string, body []byte) error {
+	if h.upstream == nil {
+		return nil
+	}
+	if id == "" {
+		id = randomEventID()
+	}
+	return h.upstream.signGateway(r.Header, id, body, time.Now())
+}
+
+// keepURLForResign stores, with a queued event, the URL its signature covers, for resign.
+func (h *Handler) keepURLForResign(ev *dedupe.Event, r *http.Request) {
+	if h.keepSignedURL {
+		ev.Header.Set(headerSignedURL, h.publicURL(r, originalRequest(r).RequestURI))
+	}
+}

@@ -1,0 +1,183 @@
+package caddymodule
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddytest"
+
+	"github.com/hookgate/hookgate/verify"
+)
+
+// appWindow is the freshness window of the legacy apps below: short, so a test outage outlasts it.
+const appWindow = time.Second
+
+// checkingApp is a legacy app behind the gateway that checks every request's signature itself,
+// with its own window, and answers 401 when the check fails, as the task-callback app does.
+type checkingApp struct {
+	*httptest.Server
+	mu       sync.Mutex
+	statuses []int
+	failures []string
+	headers  []http.Header
+}
+
+// startCheckingApp starts, on addr ("" for any port), an app that checks requests with scheme
+// preset (tolerance appWindow) and secret, as the provider's own library would.
+func startCheckingApp(t *testing.T, addr, preset, secret string) *checkingApp {
+	t.Helper()
+	cfg, _ := verify.Preset(preset)
+	cfg.Tolerance = appWindow
+	v, err := verify.New(cfg, []string{secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := &checkingApp{}
+	app.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		_, err := v.Verify(r.Header, body, time.Now())
+		app.mu.Lock()
+		defer app.mu.Unlock()
+		app.headers = append(app.headers, r.Header.Clone())
+		if err != nil {
+			app.statuses, app.failures = append(app.statuses, http.StatusUnauthorized), append(app.failures, err.Error())
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		app.statuses = append(app.statuses, http.StatusOK)
+	}))
+	if addr != "" {
+		app.Listener.Close()
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		app.Listener = l
+	}
+	app.Start()
+	t.Cleanup(app.Close)
+	return app
+}
+
+func (a *checkingApp) answered() ([]int, []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]int(nil), a.statuses...), append([]string(nil), a.failures...)
+}
+
+// eventState waits until the admin API shows the route's event in a final state and returns it.
+func eventState(t *testing.T, route, id string) string {
+	t.Helper()
+	var shown string
+	waitFor(t, id+" delivered or dead", 15*time.Second, func() bool {
+		_, shown = admin(t, http.MethodGet, "/hookgate/events/"+route+"/"+id)
+		return strings.Contains(shown, `"state":"delivered"`) || strings.Contains(shown, `"state":"dead"`)
+	})
+	return shown
+}
+
+// The issue's story with a 1 s window: an event queued while the app is down, the app back
+// after its window has passed. Without resign the app refuses the provider's original signature
+// (401) and the event is a dead letter; with resign each attempt carries a fresh one and the
+// app's own check passes.
+func TestResignDeliversEventsDelayedPastTheAppsWindow(t *testing.T) {
+	for _, resign := range []bool{false, true} {
+		t.Run(fmt.Sprintf("resign=%v", resign), func(t *testing.T) {
+			route := fmt.Sprintf("resign_window_%v", resign)
+			addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+			extra := []string{"max_attempts 1000"}
+			if resign {
+				extra = append(extra, "resign")
+			}
+			tester := caddytest.NewTester(t)
+			tester.InitServer(presetGatewayConfig("stripe", route, unusedUpstream, asyncRoute(addr, extra...)), "caddyfile")
+
+			id := "evt_" + route
+			expectReply(t, "accepted while the app is down", send(t, tester.Client, presetEvent(t, "stripe", id, `{"id":"`+id+`","type":"test"}`)),
+				http.StatusAccepted, "")
+			time.Sleep(appWindow + 500*time.Millisecond) // the outage outlasts the app's window
+			app := startCheckingApp(t, addr, "stripe", testSecret)
+
+			shown := eventState(t, route, id)
+			statuses, failures := app.answered()
+			if !resign {
+				if !strings.Contains(shown, `"state":"dead"`) || !strings.Contains(shown, `"last_status":401`) || len(statuses) != 1 {
+					t.Fatalf("without resign: %s; app answered %v %q; want a dead letter after one 401", shown, statuses, failures)
+				}
+				return
+			}
+			if !strings.Contains(shown, `"state":"delivered"`) || len(statuses) != 1 || statuses[0] != http.StatusOK {
+				t.Fatalf("with resign: %s; app answered %v %q; want delivered, the app's check passing", shown, statuses, failures)
+			}
+		})
+	}
+}
+
+// resign signs with the route's first secret as it is now: after a reload that puts a new
+// secret first, an event queued before the reload reaches the app signed with the new one.
+func TestResignUsesTheFirstSecretAfterReload(t *testing.T) {
+	const newSecret = "whsec_bmV3LXJlc2lnbi1zZWNyZXQtZm9yLXRoZS1hcHA="
+	route := "resign_reload"
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	config := func(secrets ...string) string {
+		cfg := presetGatewayConfig("stripe", route, unusedUpstream, asyncRoute(addr, "max_attempts 1000", "resign"))
+		return strings.Replace(cfg, "secret  {env.HOOKGATE_TEST_SECRET}", "secret  "+strings.Join(secrets, "\n\t\tsecret  "), 1)
+	}
+	tester := caddytest.NewTester(t)
+	tester.InitServer(config(testSecret), "caddyfile")
+	id := "evt_resign_reload"
+	expectReply(t, "accepted while the app is down", send(t, tester.Client, presetEvent(t, "stripe", id, `{"id":"`+id+`"}`)), http.StatusAccepted, "")
+
+	tester.InitServer(config(newSecret, testSecret), "caddyfile") // the new secret first, the old beside it
+	app := startCheckingApp(t, addr, "stripe", newSecret)
+	shown := eventState(t, route, id)
+	if statuses, failures := app.answered(); !strings.Contains(shown, `"state":"delivered"`) || len(statuses) != 1 || statuses[0] != http.StatusOK {
+		t.Fatalf("%s; app answered %v %q; want delivered, signed with the new first secret", shown, statuses, failures)
+	}
+}
+
+// sign_upstream adds the gateway's Standard Webhooks signature, which an app checks with the
+// standard preset and sign_upstream's secret: on the request handed to reverse_proxy (sync)
+// and on a delivery attempt after the app's window (async, a fresh timestamp per attempt).
+func TestSignUpstreamIsCheckedByTheApp(t *testing.T) {
+	const gatewaySecret = "whsec_Z2F0ZXdheS1zaWduYXR1cmUtc2VjcmV0LWZvci10ZXN0cw=="
+	for _, mode := range []string{"sync", "async"} {
+		t.Run(mode, func(t *testing.T) {
+			route := "sign_upstream_" + mode
+			id := "evt_" + route
+			tester := caddytest.NewTester(t)
+			if mode == "sync" {
+				app := startCheckingApp(t, "", "standard", gatewaySecret)
+				tester.InitServer(presetGatewayConfig("stripe", route, app.Listener.Addr().String(), "sign_upstream "+gatewaySecret), "caddyfile")
+				got := send(t, tester.Client, presetEvent(t, "stripe", id, `{"id":"`+id+`"}`))
+				statuses, failures := app.answered()
+				if got.status != http.StatusOK || len(statuses) != 1 || statuses[0] != http.StatusOK {
+					t.Fatalf("gateway answered %d %q; app answered %v %q; want the app's check to pass", got.status, got.body, statuses, failures)
+				}
+				if h := app.headers[0]; h.Get("Webhook-Id") != id || h.Get("Stripe-Signature") == "" {
+					t.Fatalf("app got webhook-id %q and Stripe-Signature %q; want the event ID and the provider's header kept", h.Get("Webhook-Id"), h.Get("Stripe-Signature"))
+				}
+				return
+			}
+			addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+			tester.InitServer(presetGatewayConfig("stripe", route, unusedUpstream, "sign_upstream "+gatewaySecret, asyncRoute(addr, "max_attempts 1000")), "caddyfile")
+			expectReply(t, "accepted while the app is down", send(t, tester.Client, presetEvent(t, "stripe", id, `{"id":"`+id+`"}`)), http.StatusAccepted, "")
+			time.Sleep(appWindow + 500*time.Millisecond)
+			app := startCheckingApp(t, addr, "standard", gatewaySecret)
+			shown := eventState(t, route, id)
+			if statuses, failures := app.answered(); !strings.Contains(shown, `"state":"delivered"`) || len(statuses) != 1 || statuses[0] != http.StatusOK {
+				t.Fatalf("%s; app answered %v %q; want delivered, the gateway's signature fresh", shown, statuses, failures)
+			}
+			if got := app.headers[0].Get("Webhook-Id"); got != id {
+				t.Fatalf("webhook-id %q, want the event ID %q", got, id)
+			}
+		})
+	}
+}

@@ -1,0 +1,200 @@
+package caddymodule
+
+import (
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"go.uber.org/zap"
+
+	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/verify"
+)
+
+// resignSecret is written in every secret encoding the presets use (whsec, raw).
+const resignSecret = "whsec_cmVzaWduLWV2ZXJ5LXByZXNldC1zZWNyZXQ="
+
+// Every symmetric preset with a signed timestamp (and a generic scheme with one, the
+// task-callback format) is re-signed by the delivery hook: a request signed an hour ago, held
+// with its event, leaves the hook passing its own preset's check with a 1 s window, the URL the
+// provider called included (hubspot). Schemes without a signed timestamp leave it untouched.
+func TestResignHookEveryPreset(t *testing.T) {
+	signedAt := time.Now().Add(-time.Hour)
+	body := []byte(`{"id":"evt_1","eventId":1,"data":{"object":{"id":"o"}}}`)
+	const publicURL = "https://hooks.example.com"
+	for _, name := range verify.PresetNames() {
+		t.Run(name, func(t *testing.T) {
+			h := &Handler{Preset: name, Name: name, Forward: &Forward{URL: "http://127.0.0.1:3000", Resign: true}, logger: zap.NewNop()}
+			if name == "generic" {
+				h.SignatureHeader, h.Prefix, h.Signed, h.TimestampHeader = "X-Webhook-Signature", "sha256=", "{timestamp}.{body}", "X-Webhook-Timestamp"
+			}
+			cfg, _ := verify.Preset(name)
+			h.applyOverrides(&cfg)
+			var err error
+			if h.verifier, err = verify.New(cfg, []string{resignSecret}); err != nil {
+				if strings.Contains(err.Error(), "set public_key, not secret") {
+					return // a public-key scheme: TestResignProvisionRefusals
+				}
+				t.Fatal(err)
+			}
+			if cfg = h.verifier.Config(); cfg.SignsURL() {
+				h.PublicURL = publicURL
+			}
+			if err := h.checkPublicURL(); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.provisionUpstreamSigning(cfg, []string{resignSecret}); err != nil {
+				if name == "linear" && strings.Contains(err.Error(), "inside the body") {
+					return
+				}
+				t.Fatal(err)
+			}
+
+			// The provider's request, as the gateway accepted and queued it.
+			provider := httptest.NewRequest(http.MethodPost, "/hooks/x?a=1", nil)
+			signed := &verify.Message{Header: http.Header{}, Body: body, Method: http.MethodPost, URL: publicURL + "/hooks/x?a=1"}
+			if cfg.BodyHashParam != "" {
+				signed.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			}
+			if err := verify.SignMessage(cfg, resignSecret, "evt_1", signedAt, signed); err != nil {
+				t.Fatal(err)
+			}
+			provider.Header = signed.Header.Clone()
+			ev := &dedupe.Event{ID: "evt_1", Method: http.MethodPost, URI: "/hooks/x?a=1", Header: provider.Header.Clone(), Body: body}
+			h.keepURLForResign(ev, provider)
+
+			// One delivery attempt: the stored headers minus ours, then the hook.
+			attempt := httptest.NewRequest(http.MethodPost, "http://127.0.0.1:3000/hooks/x?a=1", nil)
+			attempt.Header = signed.Header.Clone()
+			if err := h.upstream.signAttempt(attempt, ev); err != nil {
+				t.Fatalf("signAttempt: %v", err)
+			}
+			cfg.Tolerance = time.Second
+			app, _ := verify.New(cfg, []string{resignSecret})
+			_, err = app.VerifyMessage(&verify.Message{Header: attempt.Header, Body: body, Method: http.MethodPost, URL: signed.URL}, time.Now())
+			if !h.upstream.resigner.Refreshes() {
+				if !reflect.DeepEqual(attempt.Header, signed.Header) || err != nil {
+					t.Fatalf("a scheme with no signed timestamp: headers %v (check: %v), want them as received %v", attempt.Header, err, signed.Header)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("the re-signed attempt fails the app's %s check: %v (headers %v)", name, err, attempt.Header)
+			}
+			if cfg.IDHeader != "" && attempt.Header.Get(cfg.IDHeader) != signed.Header.Get(cfg.IDHeader) {
+				t.Fatalf("id header %q, want the original %q", attempt.Header.Get(cfg.IDHeader), signed.Header.Get(cfg.IDHeader))
+			}
+		})
+	}
+}
+
+// resign and sign_upstream are refused at load, in words, when they cannot work, and never echo
+// a secret.
+func TestResignProvisionRefusals(t *testing.T) {
+	t.Setenv("HOOKGATE_UNIT_SECRET", "s3cr3t-value")
+	discordKey := ed25519Pair("hookgate-test-discord-event-key!").public
+	whpk := "whpk_" + base64.StdEncoding.EncodeToString(ed25519.NewKeyFromSeed([]byte("hookgate-test-standard-v1a-seed!")).Public().(ed25519.PublicKey))
+	resign := &Forward{URL: "http://127.0.0.1:3000", Resign: true}
+	for name, tc := range map[string]struct {
+		h       Handler
+		wantErr string
+	}{
+		"discord":                    {Handler{Preset: "discord", PublicKeys: []string{discordKey}, Forward: resign}, "provider's private key"},
+		"sendgrid":                   {Handler{Preset: "sendgrid", PublicKeys: []string{ecdsaPair(t).public}, Forward: resign}, "provider's private key"},
+		"standard with whpk_ only":   {Handler{Preset: "standard", PublicKeys: []string{whpk}, Forward: resign}, "provider's private key"},
+		"linear":                     {Handler{Preset: "linear", Secrets: []string{"{env.HOOKGATE_UNIT_SECRET}"}, Forward: resign}, "timestamp inside the body"},
+		"sign_upstream not base64":   {Handler{Preset: "stripe", Secrets: []string{"x"}, SignUpstream: "whsec_{env.HOOKGATE_UNIT_SECRET}"}, "sign_upstream must be a Standard Webhooks secret"},
+		"sign_upstream unset env":    {Handler{Preset: "stripe", Secrets: []string{"x"}, SignUpstream: "{env.HOOKGATE_NOT_SET_ANYWHERE}"}, "sign_upstream #1"},
+		"sign_upstream on standard":  {Handler{Preset: "standard", Secrets: []string{testSecret}, SignUpstream: testSecret}, "overwrite the provider's own webhook-"},
+		"sign_upstream on openai":    {Handler{Preset: "openai", Secrets: []string{testSecret}, SignUpstream: testSecret}, "overwrite the provider's own webhook-"},
+		"sign_upstream on a generic": {Handler{Preset: "generic", SignatureHeader: "Webhook-Signature", ID: &Source{From: "header", Name: "X-Id"}, Secrets: []string{"x"}, SignUpstream: testSecret}, "overwrite the provider's own webhook-signature"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := caddy.NewContext(caddy.Context{Context: t.Context()})
+			defer cancel()
+			h := tc.h
+			err := h.Provision(ctx)
+			if err == nil {
+				h.Cleanup()
+				t.Fatalf("provisioned, want error containing %q", tc.wantErr)
+			}
+			if !strings.Contains(err.Error(), tc.wantErr) || strings.Contains(err.Error(), "s3cr3t-value") || strings.Contains(err.Error(), testSecret) {
+				t.Fatalf("error %q, want one containing %q (and no secret)", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// The new subdirectives survive `caddy adapt`: resign inside forward, sign_upstream beside it.
+func TestAdaptResignAndSignUpstream(t *testing.T) {
+	adapted, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(`http://localhost:9999 {
+	hookgate /hooks/x {
+		preset        stripe
+		secret        {env.S}
+		sign_upstream {env.GATEWAY_SECRET}
+		forward http://127.0.0.1:3000 {
+			resign
+		}
+	}
+}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Apps struct {
+			HTTP struct {
+				Servers map[string]struct {
+					Routes []struct {
+						Handle []struct {
+							Routes []struct {
+								Handle []json.RawMessage `json:"handle"`
+							} `json:"routes"`
+						} `json:"handle"`
+					} `json:"routes"`
+				} `json:"servers"`
+			} `json:"http"`
+		} `json:"apps"`
+	}
+	if err := json.Unmarshal(adapted, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	var found *Handler
+	for _, srv := range cfg.Apps.HTTP.Servers {
+		for _, route := range srv.Routes {
+			for _, sub := range route.Handle {
+				for _, r := range sub.Routes {
+					for _, raw := range r.Handle {
+						if strings.Contains(string(raw), `"handler":"hookgate"`) {
+							found = new(Handler)
+							if err := json.Unmarshal(raw, found); err != nil {
+								t.Fatal(err)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	if found == nil || found.SignUpstream != "{env.GATEWAY_SECRET}" || found.Forward == nil || !found.Forward.Resign {
+		t.Fatalf("adapted: %s", adapted)
+	}
+	var h Handler
+	for input, wantErr := range map[string]string{
+		"hookgate {\n forward http://x {\n resign now\n}\n}": "wrong argument count",
+		"hookgate {\n sign_upstream\n}":                      "wrong argument count",
+		"hookgate {\n sign_upstream a b\n}":                  "wrong argument count",
+	} {
+		if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(input)); err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Errorf("%q: got error %v, want one containing %q", input, err, wantErr)
+		}
+	}
+}
