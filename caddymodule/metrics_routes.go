@@ -73,12 +73,13 @@ func (c *routesCollector) Collect(ch chan<- prometheus.Metric) {
 
 // oldestPendingAge is how long ago the route's oldest pending event was accepted, or 0 with none
 // pending. Both stores list pending events by accept time (Badger's state index, Redis's sorted
-// listing), so it is the first of a listing: one index entry and one event read, not a scan.
+// listing), so it is the first of a listing without bodies: one index entry and one record
+// read, not a scan and never a body.
 func oldestPendingAge(ctx context.Context, store *pooledLedger, route string, pending int) (time.Duration, error) {
 	if pending == 0 {
 		return 0, nil
 	}
-	oldest, err := store.List(ctx, route, dedupe.Pending, dedupe.Cursor{}, 1)
+	oldest, err := store.ListDeliveries(ctx, route, dedupe.Pending, dedupe.Cursor{}, 1)
 	if err != nil || len(oldest) == 0 { // none: delivered since the count was read
 		return 0, err
 	}
