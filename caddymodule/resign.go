@@ -26,6 +26,10 @@ const headerSignedURL = "Hookgate-Signed-Url"
 // gateway's (sign_upstream). Either may be absent.
 type upstreamSigner struct {
 	resigner *verify.Resigner
+	// needsURL is set when the resigned scheme signs the URL the provider called (hubspot).
+	needsURL bool
+	logger   *zap.Logger
+	route    string
 	// gatewayKey is sign_upstream's secret, expanded; "" without it.
 	gatewayKey string
 }
@@ -40,7 +44,7 @@ func (h *Handler) provisionUpstreamSigning(cfg verify.Config, secrets []string) 
 	if !resign && h.SignUpstream == "" {
 		return nil
 	}
-	h.upstream = new(upstreamSigner)
+	h.upstream = &upstreamSigner{logger: h.logger, route: h.Name}
 	if resign {
 		var first string
 		if len(secrets) > 0 {
@@ -56,6 +60,7 @@ func (h *Handler) provisionUpstreamSigning(cfg verify.Config, secrets []string) 
 		}
 		h.upstream.resigner = r
 		h.keepSignedURL = r.Refreshes() && cfg.SignsURL()
+		h.upstream.needsURL = h.keepSignedURL
 	}
 	if h.SignUpstream == "" {
 		return nil
@@ -92,8 +97,16 @@ func sharedGatewayHeader(cfg verify.Config) string {
 // signAttempt is deliver.Config.Sign: it signs one delivery attempt of ev, at the attempt's time.
 func (s *upstreamSigner) signAttempt(req *http.Request, ev *dedupe.Event) error {
 	now := time.Now()
-	if s.resigner != nil {
-		m := &verify.Message{Header: req.Header, Body: ev.Body, Method: ev.Method, URL: ev.Header.Get(headerSignedURL)}
+	signedURL := ev.Header.Get(headerSignedURL)
+	switch {
+	case s.resigner == nil:
+	case s.needsURL && signedURL == "":
+		// Queued before resign was on: it cannot be re-signed, but the provider's signature
+		// may still be fresh, so the app's check decides rather than a dead letter no replay cures.
+		s.logger.Warn("forward resign: the event was queued without the URL its provider signed: delivered with the provider's headers as received",
+			zap.String("route", s.route), zap.String("event_id", ev.ID))
+	default:
+		m := &verify.Message{Header: req.Header, Body: ev.Body, Method: ev.Method, URL: signedURL}
 		if err := s.resigner.Resign(m, now); err != nil {
 			return fmt.Errorf("resign: %w", err)
 		}
