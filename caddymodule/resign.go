@@ -18,8 +18,8 @@ import (
 // `sign_upstream` adds the gateway's own Standard Webhooks signature for apps taught one check.
 
 // headerSignedURL keeps, in a queued event's stored headers, the URL the provider signed, for
-// schemes that sign it (hubspot) on routes that re-sign: the app checks the URL the provider
-// called, which the deliverer cannot rebuild. Like every Hookgate-* header it is never forwarded.
+// schemes that sign it (hubspot), for resign (now or after a reload that turns it on): the app
+// checks the URL the provider called, which the deliverer cannot rebuild. Like every Hookgate-* header it is never forwarded.
 const headerSignedURL = "Hookgate-Signed-Url"
 
 // upstreamSigner signs what a route hands on: the provider's signature again (resign), then the
@@ -41,6 +41,9 @@ var gatewayScheme, _ = verify.Preset("standard")
 // builds their signer. secrets are the route's expanded secrets: resign uses the first.
 func (h *Handler) provisionUpstreamSigning(cfg verify.Config, secrets []string) error {
 	resign := h.Forward != nil && h.Forward.Resign
+	// Kept on every async route of a scheme that signs the URL, resign or not: resign turned on
+	// mid-backlog (after an outage's 401s) can then re-sign the events queued before it.
+	h.keepSignedURL = h.Forward != nil && cfg.SignsURL()
 	if !resign && h.SignUpstream == "" {
 		return nil
 	}
@@ -59,8 +62,7 @@ func (h *Handler) provisionUpstreamSigning(cfg verify.Config, secrets []string) 
 				zap.String("route", h.Name), zap.String("scheme", cfg.Scheme))
 		}
 		h.upstream.resigner = r
-		h.keepSignedURL = r.Refreshes() && cfg.SignsURL()
-		h.upstream.needsURL = h.keepSignedURL
+		h.upstream.needsURL = r.Refreshes() && cfg.SignsURL()
 	}
 	if h.SignUpstream == "" {
 		return nil
