@@ -19,7 +19,8 @@ import (
 
 // headerSignedURL keeps, in a queued event's stored headers, the URL the provider signed, for
 // schemes that sign it (hubspot), for resign (now or after a reload that turns it on): the app
-// checks the URL the provider called, which the deliverer cannot rebuild. Like every Hookgate-* header it is never forwarded.
+// checks the URL the provider called, which the deliverer cannot rebuild. Like every Hookgate-*
+// header it is never forwarded.
 const headerSignedURL = "Hookgate-Signed-Url"
 
 // upstreamSigner signs what a route hands on: the provider's signature again (resign), then the
@@ -103,8 +104,9 @@ func (s *upstreamSigner) signAttempt(req *http.Request, ev *dedupe.Event) error 
 	switch {
 	case s.resigner == nil:
 	case s.needsURL && signedURL == "":
-		// Queued before resign was on: it cannot be re-signed, but the provider's signature
-		// may still be fresh, so the app's check decides rather than a dead letter no replay cures.
+		// Queued by a hookgate that did not keep the URL: it cannot be re-signed, but the
+		// provider's signature may still be fresh, so the app's check decides rather than a
+		// dead letter that no replay cures.
 		s.logger.Warn("forward resign: the event was queued without the URL its provider signed: delivered with the provider's headers as received",
 			zap.String("route", s.route), zap.String("event_id", ev.ID))
 	default:

@@ -13,8 +13,8 @@ import (
 	"github.com/hookgate/hookgate/verify"
 )
 
-// An event of a URL-signing scheme (hubspot) queued before resign was turned on (or by a
-// hookgate without resign) has no stored signed URL: it cannot be re-signed, but its
+// An event of a URL-signing scheme (hubspot) queued by a hookgate that did not keep the URL
+// (an older version) has no stored signed URL: it cannot be re-signed, but its
 // provider's headers may still be fresh, and a replay of it must not die the same way. Its
 // attempt goes out with the headers as received (the app's own check decides), never a dead
 // letter that no replay can cure.
