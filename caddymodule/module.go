@@ -157,7 +157,7 @@ type Handler struct {
 	dedupeDigest bool
 	// upstream signs what the route hands on (resign.go); nil without resign and sign_upstream.
 	upstream *upstreamSigner
-	// keepSignedURL is set when resign needs each queued event's signed URL (resign.go).
+	// keepSignedURL is set when queued events keep the URL their provider signed (resign.go).
 	keepSignedURL bool
 	ledger        *pooledLedger
 	// maxPending is an async route's bound on its backlog (Forward.MaxPending, defaulted).

@@ -18,14 +18,19 @@ import (
 // `sign_upstream` adds the gateway's own Standard Webhooks signature for apps taught one check.
 
 // headerSignedURL keeps, in a queued event's stored headers, the URL the provider signed, for
-// schemes that sign it (hubspot) on routes that re-sign: the app checks the URL the provider
-// called, which the deliverer cannot rebuild. Like every Hookgate-* header it is never forwarded.
+// schemes that sign it (hubspot), for resign (now or after a reload that turns it on): the app
+// checks the URL the provider called, which the deliverer cannot rebuild. Like every Hookgate-*
+// header it is never forwarded.
 const headerSignedURL = "Hookgate-Signed-Url"
 
 // upstreamSigner signs what a route hands on: the provider's signature again (resign), then the
 // gateway's (sign_upstream). Either may be absent.
 type upstreamSigner struct {
 	resigner *verify.Resigner
+	// needsURL is set when the resigned scheme signs the URL the provider called (hubspot).
+	needsURL bool
+	logger   *zap.Logger
+	route    string
 	// gatewayKey is sign_upstream's secret, expanded; "" without it.
 	gatewayKey string
 }
@@ -37,10 +42,13 @@ var gatewayScheme, _ = verify.Preset("standard")
 // builds their signer. secrets are the route's expanded secrets: resign uses the first.
 func (h *Handler) provisionUpstreamSigning(cfg verify.Config, secrets []string) error {
 	resign := h.Forward != nil && h.Forward.Resign
+	// Kept on every async route of a scheme that signs the URL, resign or not: resign turned on
+	// mid-backlog (after an outage's 401s) can then re-sign the events queued before it.
+	h.keepSignedURL = h.Forward != nil && cfg.SignsURL()
 	if !resign && h.SignUpstream == "" {
 		return nil
 	}
-	h.upstream = new(upstreamSigner)
+	h.upstream = &upstreamSigner{logger: h.logger, route: h.Name}
 	if resign {
 		var first string
 		if len(secrets) > 0 {
@@ -55,7 +63,7 @@ func (h *Handler) provisionUpstreamSigning(cfg verify.Config, secrets []string) 
 				zap.String("route", h.Name), zap.String("scheme", cfg.Scheme))
 		}
 		h.upstream.resigner = r
-		h.keepSignedURL = r.Refreshes() && cfg.SignsURL()
+		h.upstream.needsURL = r.Refreshes() && cfg.SignsURL()
 	}
 	if h.SignUpstream == "" {
 		return nil
@@ -92,8 +100,17 @@ func sharedGatewayHeader(cfg verify.Config) string {
 // signAttempt is deliver.Config.Sign: it signs one delivery attempt of ev, at the attempt's time.
 func (s *upstreamSigner) signAttempt(req *http.Request, ev *dedupe.Event) error {
 	now := time.Now()
-	if s.resigner != nil {
-		m := &verify.Message{Header: req.Header, Body: ev.Body, Method: ev.Method, URL: ev.Header.Get(headerSignedURL)}
+	signedURL := ev.Header.Get(headerSignedURL)
+	switch {
+	case s.resigner == nil:
+	case s.needsURL && signedURL == "":
+		// Queued by a hookgate that did not keep the URL: it cannot be re-signed, but the
+		// provider's signature may still be fresh, so the app's check decides rather than a
+		// dead letter that no replay cures.
+		s.logger.Warn("forward resign: the event was queued without the URL its provider signed: delivered with the provider's headers as received",
+			zap.String("route", s.route), zap.String("event_id", ev.ID))
+	default:
+		m := &verify.Message{Header: req.Header, Body: ev.Body, Method: ev.Method, URL: signedURL}
 		if err := s.resigner.Resign(m, now); err != nil {
 			return fmt.Errorf("resign: %w", err)
 		}
