@@ -30,6 +30,17 @@ type macState struct {
 	mac     hash.Hash
 	sum     [maxMACSize]byte
 	scratch [256]byte
+	staged  stagingWriter
+}
+
+// stagingWriter gathers a template's signed bytes for one Write into the hash. SHA-1 on
+// amd64 without SHA-NI takes its fast path only for a write of 256 bytes or more: the URL and
+// the form parameters written apart cost Twilio two more blocks at the slow one.
+type stagingWriter struct{ signed []byte }
+
+func (s *stagingWriter) Write(p []byte) (int, error) {
+	s.signed = append(s.signed, p...)
+	return len(p), nil
 }
 
 // keyedMAC hands out reusable HMAC states for one secret, so concurrent
@@ -49,7 +60,16 @@ func newKeyedMAC(newHash func() hash.Hash, key []byte) *keyedMAC {
 func (k *keyedMAC) compute(t *signedTemplate, fields *signedFields, body []byte, fn func(mac []byte)) {
 	state := k.pool.Get().(*macState)
 	state.mac.Reset()
-	t.writeTo(state.mac, state.scratch[:], fields, body)
+	if t.usesParams {
+		state.staged.signed = state.staged.signed[:0]
+		t.writeTo(&state.staged, state.scratch[:], fields, body)
+		state.mac.Write(state.staged.signed)
+		if cap(state.staged.signed) > maxPooledFormBytes {
+			state.staged.signed = nil // a large form's copy is not kept with the key
+		}
+	} else {
+		t.writeTo(state.mac, state.scratch[:], fields, body)
+	}
 	fn(state.mac.Sum(state.sum[:0]))
 	k.pool.Put(state)
 }
