@@ -71,11 +71,15 @@ func parseForm(body []byte) (*formParams, error) {
 			name.end, value.start = start+i, start+i+1
 		}
 		var ok bool
-		if name, ok = f.unescape(name, &escapes); !ok {
-			return nil, f.refuse(name)
+		if escapes.any(name.start, name.end) {
+			if name, ok = f.unescape(name); !ok {
+				return nil, f.refuse(name)
+			}
 		}
-		if value, ok = f.unescape(value, &escapes); !ok {
-			return nil, f.refuse(value)
+		if escapes.any(value.start, value.end) {
+			if value, ok = f.unescape(value); !ok {
+				return nil, f.refuse(value)
+			}
 		}
 		f.pairs = append(f.pairs, formParam{prefix: namePrefix(f.bytes(name)), name: name, value: value})
 	}
@@ -105,12 +109,9 @@ func (f *formParams) bytes(s span) []byte {
 	return f.body[s.start:s.end]
 }
 
-// unescape returns the span of s decoded: s itself when it has no escape, else its decoding
-// appended to f.text. ok is false at a bad escape, and s is then returned as it was.
-func (f *formParams) unescape(s span, escapes *escapeFinder) (decoded span, ok bool) {
-	if !escapes.any(s.start, s.end) {
-		return s, true
-	}
+// unescape returns the span of s decoded, appended to f.text. ok is false at a bad escape,
+// and s is then returned as it was.
+func (f *formParams) unescape(s span) (decoded span, ok bool) {
 	start := len(f.text)
 	f.text, ok = appendUnescaped(f.text, f.body[s.start:s.end])
 	if !ok {
@@ -129,9 +130,16 @@ type escapeFinder struct {
 
 // any reports whether text[start:end] holds a "%" or "+"; spans are asked in increasing order.
 func (e *escapeFinder) any(start, end int) bool {
+	if e.percent < start || e.plus < start { // most spans lie before both: no search
+		e.advance(start)
+	}
+	return e.percent < end || e.plus < end
+}
+
+// advance finds the next "%" and "+" at or after start.
+func (e *escapeFinder) advance(start int) {
 	e.percent = nextByte(e.text, '%', start, e.percent)
 	e.plus = nextByte(e.text, '+', start, e.plus)
-	return e.percent < end || e.plus < end
 }
 
 // nextByte returns the index of the first c in text at or after from, given the last answer.
