@@ -23,15 +23,19 @@ const (
 type formParams struct {
 	body   []byte      // the form, while parsing
 	text   []byte      // the decoded names and values that had escapes
-	pairs  []formParam // into body and text, without pointers: sorting moves plain words
+	pairs  []formParam // into body and text, in the body's order
+	order  []pairKey   // the pairs to sort: two words each, without pointers
 	signed []byte      // the pairs in order, each name then value: one Write into the hash
 }
 
-// formParam is one decoded name=value pair. prefix is the name's first 8 bytes, big-endian
-// and zero-padded: pairs whose prefixes differ are ordered by them alone.
-type formParam struct {
-	prefix      uint64
-	name, value span
+// formParam is one decoded name=value pair.
+type formParam struct{ name, value span }
+
+// pairKey stands for pairs[pair] while sorting. prefix is its name's first 8 bytes,
+// big-endian and zero-padded: pairs whose prefixes differ are ordered by them alone.
+type pairKey struct {
+	prefix uint64
+	pair   int
 }
 
 // span is body[start:end], or text[start-len(body):end-len(body)] past the body's length.
@@ -54,7 +58,7 @@ func parseForm(body []byte) (*formParams, error) {
 	f.body = body
 	// Sized once: a large form allocates three buffers, not a doubling series of each.
 	f.text, f.signed = slices.Grow(f.text[:0], len(body)), slices.Grow(f.signed[:0], len(body))
-	f.pairs = slices.Grow(f.pairs[:0], pairs)
+	f.pairs, f.order = slices.Grow(f.pairs[:0], pairs), slices.Grow(f.order[:0], pairs)
 	escapes := escapeFinder{text: body, percent: -1, plus: -1}
 	for offset := 0; offset < len(body); {
 		end := len(body)
@@ -81,13 +85,15 @@ func parseForm(body []byte) (*formParams, error) {
 				return nil, f.refuse(value)
 			}
 		}
-		f.pairs = append(f.pairs, formParam{prefix: namePrefix(f.bytes(name)), name: name, value: value})
+		f.order = append(f.order, pairKey{prefix: namePrefix(f.bytes(name)), pair: len(f.pairs)})
+		f.pairs = append(f.pairs, formParam{name: name, value: value})
 	}
 	f.sort()
-	for i, p := range f.pairs {
-		if i > 0 && p.prefix == f.pairs[i-1].prefix && f.compare(f.pairs[i-1], p) == 0 {
+	for i, k := range f.order {
+		if i > 0 && k.prefix == f.order[i-1].prefix && f.compare(f.order[i-1], k) == 0 {
 			continue // each distinct pair once
 		}
+		p := f.pairs[k.pair]
 		f.signed = append(append(f.signed, f.bytes(p.name)...), f.bytes(p.value)...)
 	}
 	f.body = nil
@@ -153,24 +159,24 @@ func nextByte(text []byte, c byte, from, last int) int {
 	return len(text)
 }
 
-// sort orders the pairs by compare. Insertion sort suits the few pairs a webhook sends; a
+// sort orders f.order by compare. Insertion sort suits the few pairs a webhook sends; a
 // large form goes through slices.SortFunc, whose worst case stays n log n.
 func (f *formParams) sort() {
-	pairs := f.pairs
-	if len(pairs) > 32 {
-		slices.SortFunc(pairs, f.compare)
+	order := f.order
+	if len(order) > 32 {
+		slices.SortFunc(order, f.compare)
 		return
 	}
-	for i := 1; i < len(pairs); i++ {
-		p, j := pairs[i], i
+	for i := 1; i < len(order); i++ {
+		k, j := order[i], i
 		for ; j > 0; j-- {
 			// The prefixes order most pairs without a call.
-			if q := &pairs[j-1]; p.prefix > q.prefix || p.prefix == q.prefix && f.compare(p, *q) >= 0 {
+			if q := order[j-1]; k.prefix > q.prefix || k.prefix == q.prefix && f.compare(k, q) >= 0 {
 				break
 			}
-			pairs[j] = pairs[j-1]
+			order[j] = order[j-1]
 		}
-		pairs[j] = p
+		order[j] = k
 	}
 }
 
@@ -186,14 +192,15 @@ func namePrefix(name []byte) uint64 {
 }
 
 // compare orders pairs by name, then by value, byte by byte.
-func (f *formParams) compare(a, b formParam) int {
+func (f *formParams) compare(a, b pairKey) int {
 	if a.prefix != b.prefix {
 		return cmp.Compare(a.prefix, b.prefix)
 	}
-	if c := bytes.Compare(f.bytes(a.name), f.bytes(b.name)); c != 0 {
+	p, q := f.pairs[a.pair], f.pairs[b.pair]
+	if c := bytes.Compare(f.bytes(p.name), f.bytes(q.name)); c != 0 {
 		return c
 	}
-	return bytes.Compare(f.bytes(a.value), f.bytes(b.value))
+	return bytes.Compare(f.bytes(p.value), f.bytes(q.value))
 }
 
 // writeTo writes each pair's name then value, which is what {params} signs. One Write lets
@@ -205,7 +212,8 @@ func (f *formParams) writeTo(w io.Writer) {
 // release hands f back for reuse; f must not be used after.
 func (f *formParams) release() {
 	f.body = nil
-	if cap(f.text) <= maxPooledFormBytes && cap(f.signed) <= maxPooledFormBytes && cap(f.pairs) <= maxPooledFormParams {
+	if cap(f.text) <= maxPooledFormBytes && cap(f.signed) <= maxPooledFormBytes && cap(f.pairs) <= maxPooledFormParams &&
+		cap(f.order) <= maxPooledFormParams {
 		formPool.Put(f)
 	}
 }
