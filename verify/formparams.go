@@ -186,9 +186,11 @@ func namePrefix(name []byte) uint64 {
 	if len(name) >= 8 {
 		return binary.BigEndian.Uint64(name)
 	}
-	var padded [8]byte
-	copy(padded[:], name)
-	return binary.BigEndian.Uint64(padded[:])
+	var prefix uint64
+	for i, c := range name { // a loop, not copy: no memmove call for a few bytes
+		prefix |= uint64(c) << (56 - 8*i)
+	}
+	return prefix
 }
 
 // compare orders pairs by name, then by value, byte by byte.
