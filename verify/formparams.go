@@ -159,7 +159,7 @@ func nextByte(text []byte, c byte, from, last int) int {
 	return len(text)
 }
 
-// sort orders f.order by compare. Insertion sort suits the few pairs a webhook sends; a
+// sort orders f.order by compare. Binary insertion sort suits the few pairs a webhook sends; a
 // large form goes through slices.SortFunc, whose worst case stays n log n.
 func (f *formParams) sort() {
 	order := f.order
@@ -167,16 +167,19 @@ func (f *formParams) sort() {
 		slices.SortFunc(order, f.compare)
 		return
 	}
-	for i := 1; i < len(order); i++ {
-		k, j := order[i], i
-		for ; j > 0; j-- {
+	for i := 1; i < len(order); i++ { // binary insertion: about log2(i) comparisons each
+		k, lo, hi := order[i], 0, i
+		for lo < hi {
+			m := int(uint(lo+hi) >> 1)
 			// The prefixes order most pairs without a call.
-			if q := order[j-1]; k.prefix > q.prefix || k.prefix == q.prefix && f.compare(k, q) >= 0 {
-				break
+			if q := order[m]; k.prefix < q.prefix || k.prefix == q.prefix && f.compare(k, q) < 0 {
+				hi = m
+			} else {
+				lo = m + 1
 			}
-			order[j] = order[j-1]
 		}
-		order[j] = k
+		copy(order[lo+1:i+1], order[lo:i])
+		order[lo] = k
 	}
 }
 
