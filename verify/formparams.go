@@ -2,6 +2,8 @@ package verify
 
 import (
 	"bytes"
+	"cmp"
+	"encoding/binary"
 	"io"
 	"slices"
 	"sync"
@@ -16,15 +18,28 @@ const (
 
 // formParams are the parameters of an application/x-www-form-urlencoded body in the order
 // Twilio signs them (its {params}): sorted by name, then value, each distinct pair once.
-// Names and values are decoded into one buffer, so a warm parse allocates nothing.
+// A name or value without escapes is read in the body itself; the others are decoded into
+// one buffer, so a warm parse allocates nothing.
 type formParams struct {
-	text   []byte      // the decoded names and values, in the body's order
-	pairs  []formParam // into text
+	body   []byte      // the form, while parsing
+	text   []byte      // the decoded names and values that had escapes
+	pairs  []formParam // into body and text, in the body's order
+	order  []pairKey   // the pairs to sort: two words each, without pointers
 	signed []byte      // the pairs in order, each name then value: one Write into the hash
 }
 
-// formParam is one name=value pair: text[start:middle] is the name, text[middle:end] the value.
-type formParam struct{ start, middle, end int }
+// formParam is one decoded name=value pair.
+type formParam struct{ name, value span }
+
+// pairKey stands for pairs[pair] while sorting. prefix is its name's first 8 bytes,
+// big-endian and zero-padded: pairs whose prefixes differ are ordered by them alone.
+type pairKey struct {
+	prefix uint64
+	pair   int
+}
+
+// span is body[start:end], or text[start-len(body):end-len(body)] past the body's length.
+type span struct{ start, end int }
 
 var formPool = sync.Pool{New: func() any { return new(formParams) }}
 
@@ -40,54 +55,157 @@ func parseForm(body []byte) (*formParams, error) {
 		return nil, errSemicolon
 	}
 	f := formPool.Get().(*formParams)
+	f.body = body
 	// Sized once: a large form allocates three buffers, not a doubling series of each.
 	f.text, f.signed = slices.Grow(f.text[:0], len(body)), slices.Grow(f.signed[:0], len(body))
-	f.pairs = slices.Grow(f.pairs[:0], pairs)
-	for rest := body; len(rest) > 0; {
-		pair := rest
-		if i := bytes.IndexByte(rest, '&'); i >= 0 {
-			pair, rest = rest[:i], rest[i+1:]
-		} else {
-			rest = nil
+	f.pairs, f.order = slices.Grow(f.pairs[:0], pairs), slices.Grow(f.order[:0], pairs)
+	escapes := escapeFinder{text: body, percent: -1, plus: -1}
+	for offset := 0; offset < len(body); {
+		end := len(body)
+		if i := bytes.IndexByte(body[offset:], '&'); i >= 0 {
+			end = offset + i
 		}
-		if len(pair) == 0 {
+		start := offset
+		offset = end + 1
+		if start == end {
 			continue
 		}
-		name, value := pair, []byte(nil)
-		if i := bytes.IndexByte(pair, '='); i >= 0 {
-			name, value = pair[:i], pair[i+1:]
+		name, value := span{start, end}, span{end, end}
+		if i := bytes.IndexByte(body[start:end], '='); i >= 0 {
+			name.end, value.start = start+i, start+i+1
 		}
-		p := formParam{start: len(f.text)}
-		var nameOK, valueOK bool
-		f.text, nameOK = appendUnescaped(f.text, name)
-		p.middle = len(f.text)
-		if nameOK {
-			f.text, valueOK = appendUnescaped(f.text, value)
-		}
-		if !nameOK || !valueOK {
-			f.release()
-			if !nameOK {
-				return nil, escapeError(name)
+		var ok bool
+		if escapes.any(name.start, name.end) {
+			if name, ok = f.unescape(name); !ok {
+				return nil, f.refuse(name)
 			}
-			return nil, escapeError(value)
 		}
-		p.end = len(f.text)
-		f.pairs = append(f.pairs, p)
+		if escapes.any(value.start, value.end) {
+			if value, ok = f.unescape(value); !ok {
+				return nil, f.refuse(value)
+			}
+		}
+		f.order = append(f.order, pairKey{prefix: namePrefix(f.bytes(name)), pair: len(f.pairs)})
+		f.pairs = append(f.pairs, formParam{name: name, value: value})
 	}
-	slices.SortFunc(f.pairs, f.compare)
-	f.pairs = slices.CompactFunc(f.pairs, func(a, b formParam) bool { return f.compare(a, b) == 0 })
-	for _, p := range f.pairs {
-		f.signed = append(f.signed, f.text[p.start:p.end]...)
+	f.sort()
+	for i, k := range f.order {
+		if i > 0 && k.prefix == f.order[i-1].prefix && f.compare(f.order[i-1], k) == 0 {
+			continue // each distinct pair once
+		}
+		p := f.pairs[k.pair]
+		f.signed = append(append(f.signed, f.bytes(p.name)...), f.bytes(p.value)...)
 	}
+	f.body = nil
 	return f, nil
 }
 
+// refuse releases f and returns url.QueryUnescape's error for the body's span bad.
+func (f *formParams) refuse(bad span) error {
+	err := escapeError(f.body[bad.start:bad.end])
+	f.release()
+	return err
+}
+
+// bytes returns the bytes s stands for.
+func (f *formParams) bytes(s span) []byte {
+	if base := len(f.body); s.start >= base && s.end > base {
+		return f.text[s.start-base : s.end-base]
+	}
+	return f.body[s.start:s.end]
+}
+
+// unescape returns the span of s decoded, appended to f.text. ok is false at a bad escape,
+// and s is then returned as it was.
+func (f *formParams) unescape(s span) (decoded span, ok bool) {
+	start := len(f.text)
+	f.text, ok = appendUnescaped(f.text, f.body[s.start:s.end])
+	if !ok {
+		return s, false
+	}
+	base := len(f.body)
+	return span{base + start, base + len(f.text)}, true
+}
+
+// escapeFinder tells whether a span of text holds a "%" or "+", scanning for each at most
+// once over the whole text however many spans are asked, in increasing order.
+type escapeFinder struct {
+	text          []byte
+	percent, plus int // the next one at or after the last span asked, len(text) for none, -1 not yet looked
+}
+
+// any reports whether text[start:end] holds a "%" or "+"; spans are asked in increasing order.
+func (e *escapeFinder) any(start, end int) bool {
+	if e.percent < start || e.plus < start { // most spans lie before both: no search
+		e.advance(start)
+	}
+	return e.percent < end || e.plus < end
+}
+
+// advance finds the next "%" and "+" at or after start.
+func (e *escapeFinder) advance(start int) {
+	e.percent = nextByte(e.text, '%', start, e.percent)
+	e.plus = nextByte(e.text, '+', start, e.plus)
+}
+
+// nextByte returns the index of the first c in text at or after from, given the last answer.
+func nextByte(text []byte, c byte, from, last int) int {
+	if last >= from {
+		return last
+	}
+	if i := bytes.IndexByte(text[from:], c); i >= 0 {
+		return from + i
+	}
+	return len(text)
+}
+
+// sort orders f.order by compare. Binary insertion sort suits the few pairs a webhook sends; a
+// large form goes through slices.SortFunc, whose worst case stays n log n.
+func (f *formParams) sort() {
+	order := f.order
+	if len(order) > 32 {
+		slices.SortFunc(order, f.compare)
+		return
+	}
+	for i := 1; i < len(order); i++ { // binary insertion: about log2(i) comparisons each
+		k, lo, hi := order[i], 0, i
+		for lo < hi {
+			m := int(uint(lo+hi) >> 1)
+			// The prefixes order most pairs without a call.
+			if q := order[m]; k.prefix < q.prefix || k.prefix == q.prefix && f.compare(k, q) < 0 {
+				hi = m
+			} else {
+				lo = m + 1
+			}
+		}
+		copy(order[lo+1:i+1], order[lo:i])
+		order[lo] = k
+	}
+}
+
+// namePrefix is name's first 8 bytes as a big-endian number, zero-padded. A name shorter
+// than another it prefixes has the lesser or an equal prefix, never a greater one.
+func namePrefix(name []byte) uint64 {
+	if len(name) >= 8 {
+		return binary.BigEndian.Uint64(name)
+	}
+	var prefix uint64
+	for i, c := range name { // a loop, not copy: no memmove call for a few bytes
+		prefix |= uint64(c) << (56 - 8*i)
+	}
+	return prefix
+}
+
 // compare orders pairs by name, then by value, byte by byte.
-func (f *formParams) compare(a, b formParam) int {
-	if c := bytes.Compare(f.text[a.start:a.middle], f.text[b.start:b.middle]); c != 0 {
+func (f *formParams) compare(a, b pairKey) int {
+	if a.prefix != b.prefix {
+		return cmp.Compare(a.prefix, b.prefix)
+	}
+	p, q := f.pairs[a.pair], f.pairs[b.pair]
+	if c := bytes.Compare(f.bytes(p.name), f.bytes(q.name)); c != 0 {
 		return c
 	}
-	return bytes.Compare(f.text[a.middle:a.end], f.text[b.middle:b.end])
+	return bytes.Compare(f.bytes(p.value), f.bytes(q.value))
 }
 
 // writeTo writes each pair's name then value, which is what {params} signs. One Write lets
@@ -98,7 +216,9 @@ func (f *formParams) writeTo(w io.Writer) {
 
 // release hands f back for reuse; f must not be used after.
 func (f *formParams) release() {
-	if cap(f.text) <= maxPooledFormBytes && cap(f.signed) <= maxPooledFormBytes && cap(f.pairs) <= maxPooledFormParams {
+	f.body = nil
+	if cap(f.text) <= maxPooledFormBytes && cap(f.signed) <= maxPooledFormBytes && cap(f.pairs) <= maxPooledFormParams &&
+		cap(f.order) <= maxPooledFormParams {
 		formPool.Put(f)
 	}
 }

@@ -30,6 +30,20 @@ type macState struct {
 	mac     hash.Hash
 	sum     [maxMACSize]byte
 	scratch [256]byte
+	staged  stagingWriter
+}
+
+// stagingWriter gathers a template's signed bytes for one Write into the hash. SHA-1 on
+// amd64 without SHA-NI takes its fast path only for a write of 256 bytes or more: the URL and
+// the form parameters written apart cost Twilio two more blocks at the slow one.
+type stagingWriter struct{ signed []byte }
+
+// maxStagedForm is the largest form staged: past it, the two blocks saved are not worth a copy.
+const maxStagedForm = 4 << 10
+
+func (s *stagingWriter) Write(p []byte) (int, error) {
+	s.signed = append(s.signed, p...)
+	return len(p), nil
 }
 
 // keyedMAC hands out reusable HMAC states for one secret, so concurrent
@@ -49,7 +63,16 @@ func newKeyedMAC(newHash func() hash.Hash, key []byte) *keyedMAC {
 func (k *keyedMAC) compute(t *signedTemplate, fields *signedFields, body []byte, fn func(mac []byte)) {
 	state := k.pool.Get().(*macState)
 	state.mac.Reset()
-	t.writeTo(state.mac, state.scratch[:], fields, body)
+	if fields.form != nil && len(fields.form.signed) <= maxStagedForm {
+		state.staged.signed = state.staged.signed[:0]
+		t.writeTo(&state.staged, state.scratch[:], fields, body)
+		state.mac.Write(state.staged.signed)
+		if cap(state.staged.signed) > maxPooledFormBytes {
+			state.staged.signed = nil // a huge URL's copy is not kept with the key
+		}
+	} else {
+		t.writeTo(state.mac, state.scratch[:], fields, body)
+	}
 	fn(state.mac.Sum(state.sum[:0]))
 	k.pool.Put(state)
 }

@@ -66,7 +66,7 @@ func asciiLower(s []byte) []byte {
 // allocates; any other goes through it.
 func isForm(h http.Header) bool {
 	const form = "application/x-www-form-urlencoded"
-	contentType := h.Get("Content-Type")
+	contentType := first(h["Content-Type"]) // h.Get without canonicalising a canonical key
 	base, _, _ := strings.Cut(contentType, ";")
 	// One parameter cannot be a duplicate, the only parameter error that hides the media type.
 	if strings.Count(contentType, ";") <= 1 && asciiEqualFold(strings.TrimSpace(base), form) {
