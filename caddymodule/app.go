@@ -112,6 +112,7 @@ func (a *App) Start() error {
 		r.sender = sender
 	}
 	holdRouteSeries(a.routeNames())
+	startCounting(a)
 	a.warnStrandedAll()
 	return nil
 }
@@ -122,6 +123,7 @@ func (a *App) Stop() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	releaseRouteSeries(a.routeNames())
+	stopCounting(a)
 	return a.releaseAll()
 }
 

@@ -176,6 +176,9 @@ var (
 // observedBadger is an open Badger ledger whose commits are observed.
 func observedBadger(l *dedupe.Badger) *badgerStore {
 	l.ObserveCommits(func(took time.Duration, requests int) {
+		if !countingCommits() {
+			return
+		}
 		ledgerCommitSeconds.Observe(took.Seconds())
 		ledgerCommitRequests.Observe(float64(requests))
 	})

@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2/caddytest"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // In sync mode, an upstream that answers 500 and then breaks off its body makes reverse_proxy
@@ -40,5 +43,38 @@ func TestReviewM12AbortedFailureCountedReleased(t *testing.T) {
 	released := `hookgate_requests_total{outcome="released",reason="",route="` + route + `"}`
 	if got[accepted] != 1 || got[released] != 1 {
 		t.Errorf("one event failed by the app then taken on retry: accepted %v, released %v; want 1 and 1", got[accepted], got[released])
+	}
+}
+
+// With `metrics off`, nothing is counted: the Badger ledger's group commits neither, although
+// the store was opened by a config that counted (stores outlive a reload).
+func TestReviewM12MetricsOffCountsNoCommits(t *testing.T) {
+	const route = "rvm12offcommits"
+	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(up.Close)
+	on := gatewayConfig(route, unusedUpstream, asyncRoute(up.Listener.Addr().String()))
+	off := strings.Replace(on, "{\n", "{\n\thookgate {\n\t\tmetrics off\n\t}\n", 1)
+	commits := func() uint64 {
+		var m dto.Metric
+		if err := ledgerCommitRequests.Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetHistogram().GetSampleCount()
+	}
+
+	tester := caddytest.NewTester(t)
+	tester.InitServer(on, "caddyfile")
+	tester.InitServer(off, "caddyfile")
+	before := commits()
+	for i := range 3 {
+		ev := newEvent(t, fmt.Sprintf("evt_rvm12_off_%d_%d", i, time.Now().UnixNano()), fmt.Sprintf("obj_rvm12_off_%d_%d", i, time.Now().UnixNano()), 1)
+		expectReply(t, "accepted", send(t, tester.Client, ev), http.StatusAccepted, "")
+	}
+	waitFor(t, "the deliveries", 10*time.Second, func() bool {
+		status, body := admin(t, http.MethodGet, "/hookgate/status/"+route)
+		return status == http.StatusOK && strings.Contains(body, `"backlog":0`)
+	})
+	if after := commits(); after != before {
+		t.Errorf("with metrics off, 3 events accepted and delivered counted %d ledger commits", after-before)
 	}
 }
