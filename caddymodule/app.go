@@ -111,29 +111,17 @@ func (a *App) Start() error {
 		}
 		r.sender = sender
 	}
-	holdRouteSeries(a.routeNames())
 	startCounting(a)
 	a.warnStrandedAll()
 	return nil
 }
 
-// Stop lets go of the deliverers and the routes' series; the last config to let go of one
-// stops it, or drops them from /metrics.
+// Stop lets go of the deliverers; the last config to let go of one stops it.
 func (a *App) Stop() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	releaseRouteSeries(a.routeNames())
 	stopCounting(a)
 	return a.releaseAll()
-}
-
-// routeNames are the names of the app's routes.
-func (a *App) routeNames() []string {
-	names := make([]string, 0, len(a.routes))
-	for key := range a.routes {
-		names = append(names, key.name)
-	}
-	return names
 }
 
 // releaseAll lets go of every deliverer this app holds.

@@ -77,14 +77,14 @@ func registerMetrics(ctx caddy.Context, app *App) error {
 
 // countRequest counts a request once it is answered.
 func (h *Handler) countRequest(out *outcome) {
-	if out.result != "" && !h.metricsOff {
+	if out.result != "" && !h.metricsOff && !h.series.isDropped() {
 		requestsTotal.WithLabelValues(h.Name, out.result, out.class).Inc()
 	}
 }
 
 // timeVerify observes the time since start as a verification's.
 func (h *Handler) timeVerify(start time.Time) {
-	if h.metricsOff {
+	if h.metricsOff || h.series.isDropped() {
 		return
 	}
 	verifySeconds.WithLabelValues(h.Name).Observe(time.Since(start).Seconds())

@@ -78,3 +78,33 @@ func TestReviewM12MetricsOffCountsNoCommits(t *testing.T) {
 		t.Errorf("with metrics off, 3 events accepted and delivered counted %d ledger commits", after-before)
 	}
 }
+
+// A reload that drops a route drops its series even when a request on it is still being answered:
+// Caddy does not wait for the old server's requests on a reload (only on exit), and the request,
+// counted as it ends, must not bring the dropped route's series back for good.
+func TestReviewM12DroppedRouteStaysDroppedAfterInFlightRequest(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		time.Sleep(1500 * time.Millisecond)
+	}))
+	t.Cleanup(up.Close)
+	tester := caddytest.NewTester(t)
+	for i := range 2 {
+		dropped := fmt.Sprintf("rvm12dropped%d", i)
+		tester.InitServer(gatewayConfig(dropped, up.Listener.Addr().String()), "caddyfile")
+		answered := make(chan reply, 1)
+		go func() {
+			ev := newEvent(t, fmt.Sprintf("evt_rvm12_drop_%d_%d", i, time.Now().UnixNano()), fmt.Sprintf("obj_rvm12_drop_%d_%d", i, time.Now().UnixNano()), 1)
+			got, _ := trySend(tester.Client, ev)
+			answered <- got
+		}()
+		time.Sleep(300 * time.Millisecond) // the request is with the upstream
+		tester.InitServer(gatewayConfig(fmt.Sprintf("rvm12kept%d", i), up.Listener.Addr().String()), "caddyfile")
+		got := <-answered
+		t.Logf("round %d: the in-flight request got %d", i, got.status)
+		for name := range scrape(t) {
+			if strings.Contains(name, `route="`+dropped+`"`) {
+				t.Fatalf("round %d: after the reload dropped route %s and its in-flight request ended, /metrics shows %s", i, dropped, name)
+			}
+		}
+	}
+}
