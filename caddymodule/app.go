@@ -27,7 +27,7 @@ type App struct {
 	BodyBudget int64 `json:"body_budget,omitempty"`
 
 	// MetricsOff leaves hookgate's series out of Caddy's metrics endpoint (admin /metrics and the
-	// metrics handler) and stops counting and timing requests and deliveries. Default: false:
+	// metrics handler) and stops counting and timing requests, deliveries and ledger commits. Default: false:
 	// they are exposed whether or not Caddy's own HTTP request metrics are on (the `metrics`
 	// global option), as reverse_proxy's upstream health is.
 	MetricsOff bool `json:"metrics_off,omitempty"`
