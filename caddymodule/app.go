@@ -27,7 +27,7 @@ type App struct {
 	BodyBudget int64 `json:"body_budget,omitempty"`
 
 	// MetricsOff leaves hookgate's series out of Caddy's metrics endpoint (admin /metrics and the
-	// metrics handler) and stops counting and timing requests and deliveries. Default: false:
+	// metrics handler) and stops counting and timing requests, deliveries and ledger commits. Default: false:
 	// they are exposed whether or not Caddy's own HTTP request metrics are on (the `metrics`
 	// global option), as reverse_proxy's upstream health is.
 	MetricsOff bool `json:"metrics_off,omitempty"`
@@ -111,27 +111,17 @@ func (a *App) Start() error {
 		}
 		r.sender = sender
 	}
-	holdRouteSeries(a.routeNames())
+	startCounting(a)
 	a.warnStrandedAll()
 	return nil
 }
 
-// Stop lets go of the deliverers and the routes' series; the last config to let go of one
-// stops it, or drops them from /metrics.
+// Stop lets go of the deliverers; the last config to let go of one stops it.
 func (a *App) Stop() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	releaseRouteSeries(a.routeNames())
+	stopCounting(a)
 	return a.releaseAll()
-}
-
-// routeNames are the names of the app's routes.
-func (a *App) routeNames() []string {
-	names := make([]string, 0, len(a.routes))
-	for key := range a.routes {
-		names = append(names, key.name)
-	}
-	return names
 }
 
 // releaseAll lets go of every deliverer this app holds.

@@ -81,7 +81,11 @@ func (h *Handler) handOn(out *outcome, rec *statusRecorder, r *http.Request, nex
 	returned := false
 	defer func() {
 		if !returned {
-			h.settle(r.Context(), claim, rec.status != 0 && processed(rec.status))
+			taken := rec.status != 0 && processed(rec.status)
+			if !taken {
+				out.released()
+			}
+			h.settle(r.Context(), claim, taken)
 		}
 	}()
 	err := next.ServeHTTP(rec, r)

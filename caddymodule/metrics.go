@@ -21,7 +21,7 @@ import (
 var (
 	requestsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hookgate_requests_total",
-		Help: "Webhook requests answered, by route, outcome (accepted, duplicate, stale, rejected, busy, handshake) and reason class of a refusal.",
+		Help: "Webhook requests answered, by route, outcome (accepted, duplicate, stale, rejected, busy, handshake, released) and reason class of a refusal.",
 	}, []string{"route", "outcome", "reason"})
 	verifySeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "hookgate_verify_seconds",
@@ -77,14 +77,14 @@ func registerMetrics(ctx caddy.Context, app *App) error {
 
 // countRequest counts a request once it is answered.
 func (h *Handler) countRequest(out *outcome) {
-	if out.result != "" && !h.metricsOff {
+	if out.result != "" && !h.metricsOff && !h.series.isDropped() {
 		requestsTotal.WithLabelValues(h.Name, out.result, out.class).Inc()
 	}
 }
 
 // timeVerify observes the time since start as a verification's.
 func (h *Handler) timeVerify(start time.Time) {
-	if h.metricsOff {
+	if h.metricsOff || h.series.isDropped() {
 		return
 	}
 	verifySeconds.WithLabelValues(h.Name).Observe(time.Since(start).Seconds())
@@ -176,6 +176,9 @@ var (
 // observedBadger is an open Badger ledger whose commits are observed.
 func observedBadger(l *dedupe.Badger) *badgerStore {
 	l.ObserveCommits(func(took time.Duration, requests int) {
+		if !countingCommits() {
+			return
+		}
 		ledgerCommitSeconds.Observe(took.Seconds())
 		ledgerCommitRequests.Observe(float64(requests))
 	})

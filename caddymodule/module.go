@@ -167,7 +167,9 @@ type Handler struct {
 	app         *App
 	// metricsOff is the hookgate global option's metrics off: nothing is counted.
 	metricsOff bool
-	logger     *zap.Logger
+	// series is the hold on the route's series (metrics_series.go), let go at Cleanup.
+	series *routeSeriesHold
+	logger *zap.Logger
 }
 
 // Source names where a value is found in a request.
@@ -273,6 +275,7 @@ func (h *Handler) registerRoute(ctx caddy.Context, storeKey string) error {
 	}
 	h.app = app.(*App)
 	h.metricsOff = h.app.MetricsOff
+	h.series = holdRouteSeries(h.Name)
 	var delivery *deliver.Config
 	if h.Forward != nil {
 		cfg, err := h.Forward.deliverConfig()
@@ -400,8 +403,11 @@ func (h *Handler) versionSources() []*Source {
 	return out
 }
 
-// Cleanup lets go of this config's hold on the shared ledger.
+// Cleanup lets go of this config's hold on the shared ledger and on the route's series.
 func (h *Handler) Cleanup() error {
+	if h.series != nil {
+		releaseRouteSeries(h.Name)
+	}
 	if h.ledger == nil {
 		return nil
 	}

@@ -1,0 +1,110 @@
+package caddymodule
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddytest"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// In sync mode, an upstream that answers 500 and then breaks off its body makes reverse_proxy
+// panic with http.ErrAbortHandler: the claim is released (the app failed), so the provider's
+// retry is handed on again. The first request was not accepted: counting it so counts one event
+// accepted twice.
+func TestReviewM12AbortedFailureCountedReleased(t *testing.T) {
+	const route = "rvm12abort500"
+	var hits atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits.Add(1) > 1 {
+			return
+		}
+		w.Header().Set("Content-Length", "100")
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = w.Write([]byte("partial"))
+		w.(http.Flusher).Flush()
+		if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+			conn.Close()
+		}
+	}))
+	t.Cleanup(up.Close)
+	tester := startGateway(t, route, &upstream{Server: up})
+	ev := newEvent(t, fmt.Sprintf("evt_rvm12_abort_%d", time.Now().UnixNano()), fmt.Sprintf("obj_rvm12_abort_%d", time.Now().UnixNano()), 1)
+	first, err := trySend(tester.Client, ev)
+	t.Logf("first try: %d %.60q, err %v", first.status, first.body, err)
+	expectReply(t, "the retry of an event the app failed", send(t, tester.Client, ev), http.StatusOK, "")
+	got := scrape(t)
+	accepted := `hookgate_requests_total{outcome="accepted",reason="",route="` + route + `"}`
+	released := `hookgate_requests_total{outcome="released",reason="",route="` + route + `"}`
+	if got[accepted] != 1 || got[released] != 1 {
+		t.Errorf("one event failed by the app then taken on retry: accepted %v, released %v; want 1 and 1", got[accepted], got[released])
+	}
+}
+
+// With `metrics off`, nothing is counted: the Badger ledger's group commits neither, although
+// the store was opened by a config that counted (stores outlive a reload).
+func TestReviewM12MetricsOffCountsNoCommits(t *testing.T) {
+	const route = "rvm12offcommits"
+	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(up.Close)
+	on := gatewayConfig(route, unusedUpstream, asyncRoute(up.Listener.Addr().String()))
+	off := strings.Replace(on, "{\n", "{\n\thookgate {\n\t\tmetrics off\n\t}\n", 1)
+	commits := func() uint64 {
+		var m dto.Metric
+		if err := ledgerCommitRequests.Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetHistogram().GetSampleCount()
+	}
+
+	tester := caddytest.NewTester(t)
+	tester.InitServer(on, "caddyfile")
+	tester.InitServer(off, "caddyfile")
+	before := commits()
+	for i := range 3 {
+		ev := newEvent(t, fmt.Sprintf("evt_rvm12_off_%d_%d", i, time.Now().UnixNano()), fmt.Sprintf("obj_rvm12_off_%d_%d", i, time.Now().UnixNano()), 1)
+		expectReply(t, "accepted", send(t, tester.Client, ev), http.StatusAccepted, "")
+	}
+	waitFor(t, "the deliveries", 10*time.Second, func() bool {
+		status, body := admin(t, http.MethodGet, "/hookgate/status/"+route)
+		return status == http.StatusOK && strings.Contains(body, `"backlog":0`)
+	})
+	if after := commits(); after != before {
+		t.Errorf("with metrics off, 3 events accepted and delivered counted %d ledger commits", after-before)
+	}
+}
+
+// A reload that drops a route drops its series even when a request on it is still being answered:
+// Caddy does not wait for the old server's requests on a reload (only on exit), and the request,
+// counted as it ends, must not bring the dropped route's series back for good.
+func TestReviewM12DroppedRouteStaysDroppedAfterInFlightRequest(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		time.Sleep(1500 * time.Millisecond)
+	}))
+	t.Cleanup(up.Close)
+	tester := caddytest.NewTester(t)
+	for i := range 2 {
+		dropped := fmt.Sprintf("rvm12dropped%d", i)
+		tester.InitServer(gatewayConfig(dropped, up.Listener.Addr().String()), "caddyfile")
+		answered := make(chan reply, 1)
+		go func() {
+			ev := newEvent(t, fmt.Sprintf("evt_rvm12_drop_%d_%d", i, time.Now().UnixNano()), fmt.Sprintf("obj_rvm12_drop_%d_%d", i, time.Now().UnixNano()), 1)
+			got, _ := trySend(tester.Client, ev)
+			answered <- got
+		}()
+		time.Sleep(300 * time.Millisecond) // the request is with the upstream
+		tester.InitServer(gatewayConfig(fmt.Sprintf("rvm12kept%d", i), up.Listener.Addr().String()), "caddyfile")
+		got := <-answered
+		t.Logf("round %d: the in-flight request got %d", i, got.status)
+		for name := range scrape(t) {
+			if strings.Contains(name, `route="`+dropped+`"`) {
+				t.Fatalf("round %d: after the reload dropped route %s and its in-flight request ended, /metrics shows %s", i, dropped, name)
+			}
+		}
+	}
+}
