@@ -31,3 +31,34 @@ func TestUIProxyPassesIDsWithSlashes(t *testing.T) {
 		}
 	}
 }
+
+// A local client with the cookie cannot strip the admin API's view of the request: headers named
+// in Connection are dropped before the proxy sets Origin, X-Forwarded-* never pass, and a
+// websocket upgrade from another site's page is refused like any of its requests.
+func TestUIProxyHeadersTheAdminAPISees(t *testing.T) {
+	backend, proxy, p := uiProxyUnderTest(t)
+	cookie := p.cookie + "=" + p.session
+	resp, body := do(t, "POST", proxy.URL+"/hookgate/replay/r", "Cookie", cookie, "Origin", proxy.URL,
+		"Connection", "Origin, Cookie", "X-Forwarded-For", "203.0.113.9", "X-Forwarded-Host", "attacker.example", "Forwarded", "for=203.0.113.9")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST: %d %s", resp.StatusCode, body)
+	}
+	seen := backend.requests()
+	if len(seen) != 1 {
+		t.Fatalf("the admin API was asked %d times, want 1", len(seen))
+	}
+	h := seen[0].Header
+	if h.Get("Origin") != "http://"+backend.addr || h.Get("X-Forwarded-Host") != "" || h.Get("Forwarded") != "" || h.Get("Cookie") != "" ||
+		strings.Contains(h.Get("X-Forwarded-For"), "203.0.113.9") {
+		t.Errorf("the admin API saw %v, want only the proxy's Origin and nothing forwarded", h)
+	}
+	if resp, body := do(t, "GET", proxy.URL+"/hookgate/routes", "Cookie", cookie, "Sec-Fetch-Site", "cross-site", "Origin", "http://attacker.example",
+		"Connection", "Upgrade", "Upgrade", "websocket", "Sec-WebSocket-Version", "13", "Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("another site's websocket: %d %s, want 403", resp.StatusCode, body)
+	}
+	for _, method := range []string{"OPTIONS", "PUT", "DELETE", "PATCH"} {
+		if resp, body := do(t, method, proxy.URL+"/hookgate/replay/r", "Cookie", cookie, "Origin", "null"); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s from origin null: %d %s, want 403", method, resp.StatusCode, body)
+		}
+	}
+}
