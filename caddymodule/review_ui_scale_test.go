@@ -16,13 +16,13 @@ import (
 	"github.com/hookgate/hookgate/dedupe"
 )
 
-// The page at scale: 50 routes with 200 dead letters each (more than the page lists; 1,000 each
+// The page at scale: 50 routes with 110 dead letters each (more than the page lists; 1,000 each
 // measured the same, with 45 s spent seeding them), in a real Badger ledger, listed as
 // the admin API lists them (fields=delivery, 100 a route) by a page in a real browser. The
 // table stays bounded at 100 dead letters a route however many there are, and so does the
 // page's memory; the test logs what a refresh costs.
 func TestDeadLetterPageAtScale(t *testing.T) {
-	const routes, perRoute = 50, 200
+	const routes, perRoute = 50, 110
 	ledger, err := dedupe.OpenBadger(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
