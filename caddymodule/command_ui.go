@@ -188,8 +188,13 @@ func (p *uiProxy) refusal(r *http.Request) (int, string) {
 	if c, err := r.Cookie(p.cookie); err != nil || subtle.ConstantTimeCompare([]byte(c.Value), []byte(p.session)) != 1 {
 		return http.StatusUnauthorized, "hookgate ui: open the link that caddy hookgate ui printed, in this browser"
 	}
-	clean := path.Clean(r.URL.Path)
-	if r.URL.Path != "/" && (!strings.HasPrefix(clean, "/hookgate/") || strings.TrimSuffix(r.URL.Path, "/") != clean) {
+	// The escaped path is what the admin API routes by (its mux cleans it, and hookgate splits
+	// it), so a %2F inside an event ID stays a character of the ID, not a path separator, here
+	// too; an escaped dot, which the page never sends, is refused rather than judged.
+	escaped := r.URL.EscapedPath()
+	clean := path.Clean(escaped)
+	if escaped != "/" && (!strings.HasPrefix(clean, "/hookgate/") || strings.TrimSuffix(escaped, "/") != clean ||
+		strings.Contains(strings.ToLower(escaped), "%2e")) {
 		return http.StatusNotFound, "hookgate ui: only hookgate's endpoints (/hookgate/...) are served here; use the admin API for the rest"
 	}
 	return 0, ""
