@@ -103,17 +103,7 @@ func TestPublicKeyAndURLProvisionErrors(t *testing.T) {
 		"discord key on the wrong algo": {Handler{Preset: "discord", Algorithm: "sha256", PublicKeys: []string{discordKey}}, "set secret, not public_key"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			ctx, cancel := caddy.NewContext(caddy.Context{Context: t.Context()})
-			defer cancel()
-			h := tc.h
-			err := h.Provision(ctx)
-			if err == nil {
-				h.Cleanup()
-				t.Fatalf("provisioned, want error containing %q", tc.wantErr)
-			}
-			if !strings.Contains(err.Error(), tc.wantErr) || strings.Contains(err.Error(), "s3cr3t-value") {
-				t.Fatalf("error %q, want one containing %q (and no secret)", err, tc.wantErr)
-			}
+			expectProvisionRefused(t, tc.h, tc.wantErr, "s3cr3t-value")
 		})
 	}
 	h := Handler{Version: &VersionSource{Entity: Source{From: "body_sha256"}, Version: Source{"json", "v"}}}
@@ -192,5 +182,26 @@ func TestBodySHA256IDDedupesResentBody(t *testing.T) {
 				t.Fatalf("the app saw the event %d times under its body digest (and %d events in all), want 1 (and 2)", up.count(digest), up.total())
 			}
 		})
+	}
+}
+
+// expectProvisionRefused fails t unless h refuses to provision with an error containing wantErr
+// and none of the secrets.
+func expectProvisionRefused(t *testing.T, h Handler, wantErr string, secrets ...string) {
+	t.Helper()
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: t.Context()})
+	defer cancel()
+	err := h.Provision(ctx)
+	if err == nil {
+		h.Cleanup()
+		t.Fatalf("provisioned, want error containing %q", wantErr)
+	}
+	for _, secret := range secrets {
+		if strings.Contains(err.Error(), secret) {
+			t.Fatalf("error %q shows a secret", err)
+		}
+	}
+	if !strings.Contains(err.Error(), wantErr) {
+		t.Fatalf("error %q, want one containing %q", err, wantErr)
 	}
 }

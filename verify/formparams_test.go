@@ -119,12 +119,19 @@ func TestQueryValueMatchesParseQuery(t *testing.T) {
 		queries = append(queries, b.String())
 	}
 	for _, query := range queries {
-		values, _ := url.ParseQuery(query)
-		want, wantFound := values.Get("bodySHA256"), values.Has("bodySHA256")
-		got, found := queryValue(nil, "https://example.com/hook?"+query, "bodySHA256")
-		if found != wantFound || string(got) != want {
-			t.Fatalf("query %q: queryValue gives %q (found %v), url.ParseQuery %q (found %v)", query, got, found, want, wantFound)
-		}
+		checkQueryValueMatchesParseQuery(t, query)
+	}
+}
+
+// checkQueryValueMatchesParseQuery fails t unless queryValue reads bodySHA256 from query as
+// url.ParseQuery does.
+func checkQueryValueMatchesParseQuery(t *testing.T, query string) {
+	t.Helper()
+	values, _ := url.ParseQuery(query)
+	want, wantFound := values.Get("bodySHA256"), values.Has("bodySHA256")
+	got, found := queryValue(nil, "https://example.com/hook?"+query, "bodySHA256")
+	if found != wantFound || string(got) != want {
+		t.Fatalf("query %q: queryValue gives %q (found %v), url.ParseQuery %q (found %v)", query, got, found, want, wantFound)
 	}
 }
 
