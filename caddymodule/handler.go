@@ -17,10 +17,10 @@ import (
 // ServeHTTP is the story of one webhook (DESIGN.md §1): strip our headers, refuse on the headers
 // alone what can never verify, reserve the body's memory in the server's budget (bodybudget.go),
 // read the raw body, verify, answer the provider's endpoint check itself (never forwarded nor
-// recorded), extract the event, then either queue it durably and answer 202 (async
-// mode), or claim it in the ledger, hand it to the next handler (with the gateway's signature
-// under sign_upstream, resign.go), and mark it done or release it (sync mode). An ID the signature does not cover is claimed together with the digest of the
-// signed bytes (replay.go).
+// recorded), extract the event, then either queue it durably and answer 202 (async mode), or
+// claim it in the ledger, hand it to the next handler (with the gateway's signature under
+// sign_upstream, resign.go), and mark it done or release it (sync mode). An ID the signature
+// does not cover is claimed together with the digest of the signed bytes (replay.go).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	out := newOutcome(w, r)
 	defer h.logRequest(out, r) // requestlog.go

@@ -267,7 +267,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 }
 
 // registerRoute tells the hookgate app about this route, which starts its deliverer (async
-// mode) when the config runs and refuses two routes with one name in one store.
+// mode) when the config runs and refuses two routes with one name.
 func (h *Handler) registerRoute(ctx caddy.Context, storeKey string) error {
 	app, err := ctx.App("hookgate")
 	if err != nil {
