@@ -196,9 +196,10 @@ func (a *AdminAPI) replay(w http.ResponseWriter, r *http.Request, sender *pooled
 }
 
 // replayAll replays the route's dead letters a page at a time, so its memory does not grow with
-// their number (it lists their deliveries, not their bodies, which Replay rewrites anyway). It walks them in accept order and stops at those accepted after it began:
-// a replayed event that dies again keeps its accept time, behind the walk, so it is not
-// replayed twice, and the walk ends however fast new dead letters come.
+// their number (it lists their deliveries, not their bodies, which Replay rewrites anyway). It
+// walks them in accept order and stops at those accepted after it began: a replayed event that
+// dies again keeps its accept time, behind the walk, so it is not replayed twice, and the walk
+// ends however fast new dead letters come.
 func replayAll(ctx context.Context, sender *pooledDeliverer) (int, error) {
 	began := time.Now()
 	var after dedupe.Cursor
