@@ -26,9 +26,18 @@ func newBrowser(t *testing.T, within time.Duration) context.Context {
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Fatalf("Debian's chromium is needed at %s (%v): install it with `apt-get update && apt-get install -y chromium` (./xcaddy.sh test does)", chromiumPath, err)
 	}
+	// Chromium leaves its singleton directory in TMPDIR: one of the test's own, removed after
+	// the browser stops (cleanups run last first). Not t.TempDir(): the directory holds a unix
+	// socket, whose path must stay short.
+	tmp, err := os.MkdirTemp("", "chromium")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
 	ctx, cancel := context.WithTimeout(t.Context(), within)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath), chromedp.Headless, chromedp.NoSandbox, chromedp.WindowSize(1280, 720))
+		chromedp.ExecPath(chromiumPath), chromedp.Headless, chromedp.NoSandbox, chromedp.WindowSize(1280, 720),
+		chromedp.Env("TMPDIR="+tmp))
 	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
 	browser, cancelBrowser := chromedp.NewContext(alloc, chromedp.WithLogf(t.Logf))
 	t.Cleanup(func() { cancelBrowser(); cancelAlloc(); cancel() })
