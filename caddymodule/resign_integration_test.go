@@ -16,8 +16,9 @@ import (
 	"github.com/hookgate/hookgate/verify"
 )
 
-// appWindow is the freshness window of the legacy apps below: short, so a test outage outlasts it.
-const appWindow = time.Second
+// appWindow is the freshness window of the legacy apps below: short, so a test outage outlasts
+// it, but over 1 s, since a timestamp in whole seconds (stripe's) is up to 1 s old when made.
+const appWindow = 2 * time.Second
 
 // checkingApp is a legacy app behind the gateway that checks every request's signature itself,
 // with its own window, and answers 401 when the check fails, as the task-callback app does.
@@ -83,7 +84,7 @@ func eventState(t *testing.T, route, id string) string {
 	return shown
 }
 
-// The story with a 1 s window: an event queued while the app is down, the app back
+// The story with a 2 s window: an event queued while the app is down, the app back
 // after its window has passed. Without resign the app refuses the provider's original signature
 // (401) and the event is a dead letter; with resign each attempt carries a fresh one and the
 // app's own check passes.
