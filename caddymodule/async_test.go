@@ -50,7 +50,16 @@ func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) 
 
 func admin(t *testing.T, method, path string) (int, string) {
 	t.Helper()
+	return adminWithHeaders(t, method, path, nil)
+}
+
+// adminWithHeaders asks the test admin API, with header's fields set, as a browser would.
+func adminWithHeaders(t *testing.T, method, path string, header map[string]string) (int, string) {
+	t.Helper()
 	req, _ := http.NewRequest(method, "http://localhost:2999"+path, nil)
+	for name, value := range header {
+		req.Header.Set(name, value)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

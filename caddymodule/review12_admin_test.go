@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -24,17 +23,8 @@ func startGatewayWithEmptyOrigin(t *testing.T, route string) {
 // cross-site. The page cannot read the answer, but the admin API does the work.
 func crossSiteGet(t *testing.T, path string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, "http://localhost:2999"+path, nil)
-	req.Header.Set("Sec-Fetch-Site", "cross-site")
-	req.Header.Set("Sec-Fetch-Mode", "navigate")
-	req.Header.Set("Sec-Fetch-Dest", "iframe")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
+	return adminWithHeaders(t, http.MethodGet, path, map[string]string{
+		"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "iframe"})
 }
 
 // With the README's `origins ""`, any web page the operator visits can make the admin API list

@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -59,16 +58,7 @@ func artifactDir(t *testing.T) string {
 // adminPost POSTs to the admin API as a browser page at origin would.
 func adminPost(t *testing.T, path, origin string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, "http://localhost:2999"+path, nil)
-	req.Header.Set("Origin", origin)
-	req.Header.Set("Sec-Fetch-Mode", "cors")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
+	return adminWithHeaders(t, http.MethodPost, path, map[string]string{"Origin": origin, "Sec-Fetch-Mode": "cors"})
 }
 
 // listingStore counts the listings the admin API asks of the store: with their requests (List,
