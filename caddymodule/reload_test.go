@@ -54,14 +54,7 @@ func TestReloadAndValidateUnderTraffic(t *testing.T) {
 	close(stop)
 	wg.Wait()
 
-	if len(statuses) != 1 || statuses[http.StatusOK] != len(sent) {
-		t.Fatalf("answers by status: %v, want all %d to be 200", statuses, len(sent))
-	}
-	for _, id := range sent {
-		if n := up.count(id); n != 1 {
-			t.Fatalf("upstream saw %s %d times, want exactly once", id, n)
-		}
-	}
+	expectAllOKEachOnce(t, statuses, sent, up)
 	t.Logf("%d events through two reloads and a validate, each delivered once; %d resent after a connection closed mid-reload", len(sent), resent)
 }
 
@@ -84,5 +77,19 @@ func validateWhileRunning(t *testing.T, caddyfile string) {
 	t.Helper()
 	if err := validateCaddyfile(t, caddyfile); err != nil {
 		t.Fatalf("validate while running: %v", err)
+	}
+}
+
+// expectAllOKEachOnce fails t unless every event sent through a reload was answered 200 and
+// reached the upstream exactly once.
+func expectAllOKEachOnce(t *testing.T, statuses map[int]int, sent []string, up *upstream) {
+	t.Helper()
+	if len(statuses) != 1 || statuses[http.StatusOK] != len(sent) {
+		t.Fatalf("answers by status: %v, want all %d to be 200", statuses, len(sent))
+	}
+	for _, id := range sent {
+		if n := up.count(id); n != 1 {
+			t.Fatalf("upstream saw %s %d times, want exactly once", id, n)
+		}
 	}
 }

@@ -64,14 +64,7 @@ func TestSecretRotationWithNoDowntime(t *testing.T) {
 	close(stop)
 	wg.Wait()
 
-	if len(statuses) != 1 || statuses[http.StatusOK] != len(sent) {
-		t.Fatalf("answers by status during the rotation: %v, want all %d to be 200", statuses, len(sent))
-	}
-	for _, id := range sent {
-		if n := up.count(id); n != 1 {
-			t.Fatalf("%s reached the app %d times, want once", id, n)
-		}
-	}
+	expectAllOKEachOnce(t, statuses, sent, up)
 	stale := signedEvent(t, "evt_rotation_old", `{"data":{"object":{"id":"o","updated":1}}}`, time.Now(), oldSecret)
 	expectReply(t, "the old secret after its removal", send(t, tester.Client, stale), http.StatusUnauthorized, "signature")
 	t.Logf("%d events during the rotation, all 200, each delivered once", len(sent))
