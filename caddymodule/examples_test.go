@@ -166,13 +166,17 @@ func TestExamplesNeverHandForgedHookgateHeadersToTheApp(t *testing.T) {
 			if got := doRequest(t, tester.Client, genuine); got.status >= 300 {
 				t.Fatalf("the genuine request: got %d %q", got.status, got.body)
 			}
-			for _, path := range pathsAround(t, string(src)) {
+			under, outside := pathsAround(t, string(src))
+			for _, path := range append(under, outside...) {
 				req, err := http.NewRequest(http.MethodPost, "http://localhost:9080"+path, strings.NewReader(`{"id":"evt_forged"}`))
 				if err != nil {
 					t.Fatal(err)
 				}
 				forgeHookgateHeaders(req.Header, "on "+path)
-				doRequest(t, tester.Client, req)
+				got := doRequest(t, tester.Client, req)
+				if slices.Contains(under, path) && (got.status != http.StatusUnauthorized || !strings.Contains(got.body, `"received":false`)) {
+					t.Errorf("%s, under the route's path, got %d %q; want hookgate's 401", path, got.status, got.body)
+				}
 			}
 
 			seen := func() []http.Header {
@@ -187,13 +191,18 @@ func TestExamplesNeverHandForgedHookgateHeadersToTheApp(t *testing.T) {
 				})
 			})
 			for _, header := range seen() {
+				var forged []string
 				for name, values := range header {
-					folded := strings.ToLower(strings.ReplaceAll(name, "_", "-"))
+					folded := strings.ToLower(strings.NewReplacer("_", "-", ".", "-").Replace(name))
 					for _, v := range values {
 						if strings.HasPrefix(folded, "hookgate-") && strings.Contains(v, "forged") {
-							t.Errorf("the app got %s: %q", name, v)
+							forged = append(forged, name+": "+v)
 						}
 					}
+				}
+				if len(forged) > 0 {
+					slices.Sort(forged)
+					t.Errorf("the app got %s", strings.Join(forged, ", "))
 				}
 			}
 		})
@@ -225,28 +234,28 @@ func genuineRequest(t *testing.T, caddyfile string) *http.Request {
 // value saying where it was sent.
 func forgeHookgateHeaders(header http.Header, where string) {
 	for _, name := range []string{"Hookgate-Verified", "Hookgate-Event-Id", "hookgate-attempt", "HOOKGATE-SIGNED-URL",
-		"Hookgate_Verified", "hookgate_event_id", "HOOKGATE_VERIFIED"} {
+		"Hookgate_Verified", "hookgate_event_id", "HOOKGATE_VERIFIED", "Hookgate.Verified"} {
 		header[name] = []string{"forged " + where}
 	}
 }
 
 // pathsAround are, for each hookgate route of the Caddyfile, its path (a `*` route: one path
-// under it) then that path with a suffix or in another case, and paths outside every route.
-func pathsAround(t *testing.T, caddyfile string) []string {
+// under it) with a suffix or in another case, which the route must take, and paths outside every
+// route.
+func pathsAround(t *testing.T, caddyfile string) (under, outside []string) {
 	t.Helper()
 	routes := regexp.MustCompile(`(?m)^\s*hookgate (/\S*) \{`).FindAllStringSubmatch(caddyfile, -1)
 	if len(routes) == 0 {
 		t.Fatal("no `hookgate /PATH {` route")
 	}
-	paths := []string{"/", "/other", "/hooks"}
 	for _, route := range routes {
 		base := strings.TrimSuffix(route[1], "*")
 		if strings.HasSuffix(base, "/") {
 			base += "demo"
 		}
 		half := len(base) / 2
-		paths = append(paths, base, base+"/", base+"/x", base+".json", base+";x", base+"%2F", base+"%2Fx",
+		under = append(under, base, base+"/", base+"/x", base+".json", base+";x", base+"%2F", base+"%2Fx",
 			strings.ToUpper(base), strings.ToUpper(base[:half])+base[half:])
 	}
-	return paths
+	return under, []string{"/", "/other", "/hooks"}
 }
