@@ -147,7 +147,13 @@ func doRequest(t *testing.T, client *http.Client, req *http.Request) reply {
 func TestExamplesNeverHandForgedHookgateHeadersToTheApp(t *testing.T) {
 	files := append(setExampleEnv(t), "../Caddyfile")
 	t.Setenv("HOOKGATE_SECRET", testSecret) // the root Caddyfile's
-	t.Setenv("XDG_DATA_HOME", t.TempDir())  // ledgers of their own: the task callback's version 1 is new
+	// Ledgers of their own, so the task callback's version 1 is new; not t.TempDir(), removed while
+	// the last config loaded still has its ledger open.
+	data, err := os.MkdirTemp(storageDir, "examples-forged-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XDG_DATA_HOME", data)
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			src, err := os.ReadFile(file)
