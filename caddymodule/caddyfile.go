@@ -9,7 +9,7 @@ import (
 )
 
 func init() {
-	httpcaddyfile.RegisterHandlerDirective("hookgate", parseCaddyfile)
+	httpcaddyfile.RegisterDirective("hookgate", parseDirective) // ownheaders.go
 	httpcaddyfile.RegisterDirectiveOrder("hookgate", httpcaddyfile.After, "basic_auth")
 }
 

@@ -69,6 +69,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.Header.Set("Hookgate-Event-Id", claim.ID)
 	r.Header.Set("Hookgate-Verified", h.scheme)
+	r = markPassed(r) // so that the directive's strip route keeps them (ownheaders.go)
 	rec := &statusRecorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
 	return h.handOn(out, rec, r, next, claim)
 }
@@ -143,15 +144,6 @@ func (h *Handler) settle(ctx context.Context, claim dedupe.Claim, ok bool) {
 // not 408 or 429, which ask for a retry (as in async mode).
 func processed(status int) bool {
 	return status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests
-}
-
-// stripHookgateHeaders drops every incoming Hookgate-* header: they are ours to set.
-func stripHookgateHeaders(hdr http.Header) {
-	for name := range hdr {
-		if len(name) >= 9 && http.CanonicalHeaderKey(name[:9]) == "Hookgate-" {
-			delete(hdr, name)
-		}
-	}
 }
 
 // statusRecorder notes the status the next handler answered with.

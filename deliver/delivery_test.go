@@ -55,6 +55,8 @@ func TestForwardsTheEventUnchangedPlusOurHeaders(t *testing.T) {
 			"Content-Length":      {"999"},
 			"Hookgate-Event-Id":   {"spoofed"},
 			"Hookgate-Whatever":   {"spoofed"},
+			"Hookgate_Verified":   {"spoofed"},
+			"hookgate.attempt":    {"spoofed"},
 		},
 		Body: body, Scheme: "stripe",
 	}

@@ -19,9 +19,30 @@ const (
 	headerEventID  = "Hookgate-Event-Id"
 	headerAttempt  = "Hookgate-Attempt"
 	headerVerified = "Hookgate-Verified"
-	// ourHeaderPrefix marks headers that only hookgate may set; incoming ones are dropped.
-	ourHeaderPrefix = "Hookgate-"
 )
+
+// OwnHeader reports whether name is one of the headers only hookgate may set (incoming ones are
+// dropped): Hookgate-*, in any case, and with `_` or `.` for `-`, since CGI, PHP, Rack and Django
+// read those spellings as the same variable (HTTP_HOOKGATE_VERIFIED) as the hyphenated one.
+func OwnHeader(name string) bool {
+	const prefix = "hookgate-"
+	if len(name) < len(prefix) {
+		return false
+	}
+	for i := range len(prefix) {
+		c := name[i]
+		switch {
+		case c == '_' || c == '.':
+			c = '-'
+		case 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		}
+		if c != prefix[i] {
+			return false
+		}
+	}
+	return true
+}
 
 // hopByHopHeaders describe one connection, not the event, so they are not forwarded.
 // Content-Length is recomputed from the body. Proxy-* headers are dropped by prefix.
@@ -88,7 +109,7 @@ func forwardedHeader(received http.Header) http.Header {
 	for name, values := range received {
 		canonical := textproto.CanonicalMIMEHeaderKey(name)
 		if hopByHopHeaders[canonical] || connectionListed[canonical] ||
-			strings.HasPrefix(canonical, "Proxy-") || strings.HasPrefix(canonical, ourHeaderPrefix) {
+			strings.HasPrefix(canonical, "Proxy-") || OwnHeader(canonical) {
 			continue
 		}
 		forwarded[canonical] = append(forwarded[canonical], values...)

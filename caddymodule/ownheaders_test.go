@@ -1,0 +1,143 @@
+package caddymodule
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddytest"
+)
+
+// forgedHeadersSeen lists the app's received Hookgate-* headers (in any spelling) whose value is
+// forged.
+func forgedHeadersSeen(app *upstream) []string {
+	app.mu.Lock()
+	defer app.mu.Unlock()
+	var forged []string
+	for _, header := range app.headers {
+		for name, values := range header {
+			folded := strings.ToLower(strings.NewReplacer("_", "-", ".", "-").Replace(name))
+			for _, v := range values {
+				if strings.HasPrefix(folded, "hookgate-") && strings.Contains(v, "forged") {
+					forged = append(forged, name+": "+v)
+				}
+			}
+		}
+	}
+	slices.Sort(forged)
+	return forged
+}
+
+// sendForged sends a signed standard event to path with forged Hookgate-* headers beside its own.
+func sendForged(t *testing.T, client *http.Client, path, id, secret string) reply {
+	t.Helper()
+	ev := signedEvent(t, id, `{"type":"test"}`, time.Now(), secret)
+	forgeHookgateHeaders(ev.headers, "on "+path)
+	got, err := trySendTo(client, "http://localhost:9080"+path, ev)
+	if err != nil {
+		t.Fatalf("sending to %s: %v", path, err)
+	}
+	return got
+}
+
+// With hookgate inside handle blocks, the README's site-level `request_header -Hookgate-*` runs
+// before every block: the app reached from another block gets nothing forged, the genuine event
+// keeps hookgate's headers, and of two routes whose prefixes extend one another
+// (/hooks/line*, /hooks/linear*) only the longer one checks /hooks/linear.
+func TestSiteRequestHeaderKeepsForgedHeadersFromHandleBlocks(t *testing.T) {
+	app := newUpstream(t)
+	tester := caddytest.NewTester(t)
+	tester.InitServer(fmt.Sprintf(`{
+	skip_install_trust
+	admin localhost:2999
+	http_port 9080
+	https_port 9443
+	grace_period 5s
+}
+http://localhost:9080 {
+	bind 127.0.0.1
+	request_header -Hookgate-*
+	handle /hooks/line* {
+		hookgate {
+			preset  standard
+			secret  whsec_bGluZS1vbmx5LXNlY3JldC1ub3QtbGluZWFycyEhISE=
+			name    strip_line
+			storage badger %[2]s
+		}
+		reverse_proxy %[1]s
+	}
+	handle /hooks/linear* {
+		hookgate {
+			preset  standard
+			secret  {env.HOOKGATE_TEST_SECRET}
+			name    strip_linear
+			storage badger %[2]s
+		}
+		reverse_proxy %[1]s
+	}
+	handle {
+		reverse_proxy %[1]s
+	}
+}
+`, app.Listener.Addr(), storageDir), "caddyfile")
+
+	if got := sendForged(t, tester.Client, "/hooks/linear", "evt_strip_handle", testSecret); got.status != http.StatusOK {
+		t.Fatalf("the genuine linear event: got %d %q", got.status, got.body)
+	}
+	if got := app.count("evt_strip_handle"); got != 1 {
+		t.Fatalf("the app got the genuine event %d times, want once with hookgate's Hookgate-Event-Id", got)
+	}
+	for _, path := range []string{"/other", "/hooks", "/hooks/lin"} {
+		sendForged(t, tester.Client, path, "evt_strip_other", testSecret)
+	}
+	if got := sendForged(t, tester.Client, "/hooks/line/x", "evt_strip_line", testSecret); got.status != http.StatusUnauthorized {
+		t.Errorf("a linear-signed event on /hooks/line/x: got %d %q, want line's 401", got.status, got.body)
+	}
+	if forged := forgedHeadersSeen(app); len(forged) > 0 {
+		t.Errorf("the app got %s", strings.Join(forged, ", "))
+	}
+}
+
+// A server that lets `_` and `.` header names in (Caddy drops them by default) still hands the app
+// no forged Hookgate_Verified or Hookgate.Verified, which CGI, PHP, Rack and Django read as
+// Hookgate-Verified: not with a genuine event, nor on a path hookgate does not take.
+func TestUnderscoreAndDotSpellingsOfHookgateHeadersAreStripped(t *testing.T) {
+	app := newUpstream(t)
+	tester := caddytest.NewTester(t)
+	tester.InitServer(fmt.Sprintf(`{
+	skip_install_trust
+	admin localhost:2999
+	http_port 9080
+	https_port 9443
+	grace_period 5s
+	servers {
+		expected_underscore_headers Hookgate_*
+		expected_dot_headers Hookgate.*
+	}
+}
+http://localhost:9080 {
+	bind 127.0.0.1
+	hookgate /hooks/* {
+		preset  standard
+		secret  {env.HOOKGATE_TEST_SECRET}
+		name    strip_spellings
+		storage badger %[2]s
+	}
+	reverse_proxy %[1]s
+}
+`, app.Listener.Addr(), storageDir), "caddyfile")
+
+	if got := sendForged(t, tester.Client, "/hooks/x", "evt_strip_spellings", testSecret); got.status != http.StatusOK {
+		t.Fatalf("the genuine event: got %d %q", got.status, got.body)
+	}
+	sendForged(t, tester.Client, "/other", "evt_strip_spellings_other", testSecret)
+	if app.total() != 2 {
+		t.Fatalf("the app got %d requests, want the genuine event and /other", app.total())
+	}
+	if forged := forgedHeadersSeen(app); len(forged) > 0 {
+		t.Errorf("the app got %s", strings.Join(forged, ", "))
+	}
+}
