@@ -78,7 +78,7 @@ func TestReplayRefusesAnEmptyID(t *testing.T) {
 	tester := startAsyncGateway(t, "emptyid", up.Listener.Addr().String())
 	expectReply(t, "accepted", send(t, tester.Client, newEvent(t, "evt_empty_1", "obj_empty_1", 1)), http.StatusAccepted, "")
 	waitFor(t, "the dead letter", 10*time.Second, func() bool {
-		_, body := admin(t, http.MethodGet, "/hookgate/events/emptyid?id=evt_empty_1")
+		_, body := admin(t, http.MethodGet, "/hookgate/events/emptyid/evt_empty_1")
 		return strings.Contains(body, `"state":"dead"`)
 	})
 	up.status.Store(http.StatusOK)
