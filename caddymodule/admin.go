@@ -133,7 +133,7 @@ func eventID(r *http.Request, parts []string) (id string, named bool, err error)
 		return "", false, nil
 	}
 	if id == "" {
-		return "", false, errors.New(`the event ID is empty: give one with ?id=<id> (an ID of "." or ".." too), or replay every dead letter with ?all=1`)
+		return "", false, errors.New(`the event ID is empty: give one as ?id=<id> (an ID of "." or ".." too); every dead letter is replayed with POST ?all=1 only`)
 	}
 	return id, true, nil
 }
