@@ -1,13 +1,11 @@
 package caddymodule
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -24,16 +22,26 @@ func init() {
 // AdminAPI lets operators see and replay queued events of async routes, on Caddy's admin
 // endpoint:
 //
-//	GET  /hookgate/events/<route>?state=pending|delivered|dead|superseded&limit=N[&fields=delivery]
+//	GET  /hookgate/events/<route>?state=pending|delivered|dead|superseded&limit=N[&after=C][&fields=delivery]
+//	                                       up to N events, oldest accepted first, after cursor C;
+//	                                       "next" is the cursor of the page after, when there is one.
 //	                                       fields=delivery: each event's ID and delivery only,
 //	                                       read without its body (what the page lists)
-//	GET  /hookgate/events/<route>/<id>
-//	POST /hookgate/replay/<route>/<id>     replay one dead letter
-//	POST /hookgate/replay/<route>          replay every dead letter of the route
+//	GET  /hookgate/events/<route>?id=<id>  one event
+//	POST /hookgate/replay/<route>?id=<id>  replay one dead letter; 503 while the backlog is at
+//	                                       max_pending
+//	POST /hookgate/replay/<route>?all=1    replay dead letters while the backlog is below half of
+//	                                       max_pending: {"replayed": N, "left": M}
 //	GET  /hookgate/status/<route>          backlog and max_pending, paused?, consecutive failures,
 //	                                       attempts in flight
 //	GET  /hookgate/routes                  every running async route's status and backlog
 //	GET  /hookgate/ui                      the dead-letter page (ui.go)
+//
+// An event ID goes in the query, where nothing rewrites it: in a path, Go's mux redirects a "."
+// or ".." segment and browsers drop it, so such an ID would address the route instead. The path
+// form /events/<route>/<id> and /replay/<route>/<id> still works for other IDs ("/" written
+// %2F). An empty ID is refused (400), and so is a replay that names neither an ID nor all=1:
+// replaying every dead letter is never what a missing ID means.
 //
 // It looks routes up in the running deliverers at request time, so it follows config reloads.
 type AdminAPI struct{}
@@ -70,15 +78,6 @@ func (a *AdminAPI) serveOrRefuse(w http.ResponseWriter, r *http.Request) error {
 	return err
 }
 
-const (
-	// defaultListLimit bounds a listing unless ?limit= says otherwise.
-	defaultListLimit = 100
-	// maxListLimit is the most events one listing returns, so a listing's memory stays small.
-	maxListLimit = 1000
-	// replayPage is how many dead letters "replay all" reads at a time.
-	replayPage = 500
-)
-
 func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 	parts, err := pathParts(r.URL.EscapedPath())
 	switch {
@@ -87,18 +86,24 @@ func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 	case err == nil && len(parts) == 1 && parts[0] == "routes":
 		return a.routes(w, r)
 	case err != nil || len(parts) < 2 || len(parts) > 3:
-		return apiError(http.StatusNotFound, errors.New("use /hookgate/ui, /hookgate/routes, /hookgate/events/<route>[/<id>], /hookgate/replay/<route>[/<id>] or /hookgate/status/<route>, with / in a route or ID escaped as %2F"))
+		return apiError(http.StatusNotFound, errors.New("use /hookgate/ui, /hookgate/routes, /hookgate/events/<route>[?id=<id>], /hookgate/replay/<route>?id=<id>|all=1 or /hookgate/status/<route>, with / in a route written %2F"))
 	}
 	sender, err := findDeliverer(parts[1])
 	if err != nil {
 		return apiError(http.StatusNotFound, err)
 	}
-	verb, id := parts[0]+" "+r.Method, ""
-	if len(parts) == 3 {
-		id = parts[2]
+	verb := parts[0] + " " + r.Method
+	if verb == "status GET" && (len(parts) == 2 || parts[2] == "") {
+		return a.status(w, r, sender)
 	}
+	if verb != "events GET" && verb != "replay POST" {
+		return apiError(http.StatusMethodNotAllowed, fmt.Errorf("%s %s is not supported", r.Method, r.URL.Path))
+	}
+	id, named, err := eventID(r, parts)
 	switch {
-	case verb == "events GET" && id == "":
+	case err != nil:
+		return apiError(http.StatusBadRequest, err)
+	case verb == "events GET" && !named:
 		return a.list(w, r, sender)
 	case verb == "events GET":
 		ev, err := sender.store.Get(r.Context(), sender.key.name, id)
@@ -106,57 +111,31 @@ func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 			return storeError(err)
 		}
 		return writeJSON(w, viewOf(ev))
-	case verb == "replay POST":
-		return a.replay(w, r, sender, id)
-	case verb == "status GET" && id == "":
-		return a.status(w, r, sender)
 	}
-	return apiError(http.StatusMethodNotAllowed, fmt.Errorf("%s %s is not supported", r.Method, r.URL.Path))
+	return a.replay(w, r, sender, id, named)
 }
 
-func (a *AdminAPI) list(w http.ResponseWriter, r *http.Request, sender *pooledDeliverer) error {
-	state := dedupe.State(r.URL.Query().Get("state"))
-	switch state {
-	case "":
-		state = dedupe.Pending
-	case dedupe.Pending, dedupe.Delivered, dedupe.Dead, dedupe.Superseded:
+// eventID is the event a request names, by ?id= or by the path's third segment, and whether it
+// names one. An empty ID is an error, not "no ID": an unset variable in a script must not turn a
+// request about one event into one about every event.
+func eventID(r *http.Request, parts []string) (id string, named bool, err error) {
+	ids, inQuery := r.URL.Query()["id"]
+	switch {
+	case inQuery && len(parts) == 3:
+		return "", false, errors.New("give the event ID either in the path or as ?id=, not both")
+	case inQuery && len(ids) > 1:
+		return "", false, errors.New("give one event ID (?id= once)")
+	case inQuery:
+		id = ids[0]
+	case len(parts) == 3:
+		id = parts[2]
 	default:
-		return apiError(http.StatusBadRequest, fmt.Errorf("state must be pending, delivered, dead or superseded"))
+		return "", false, nil
 	}
-	limit := defaultListLimit
-	if raw := r.URL.Query().Get("limit"); raw != "" {
-		n, err := strconv.Atoi(raw)
-		if err != nil || n < 1 || n > maxListLimit {
-			return apiError(http.StatusBadRequest, fmt.Errorf("limit must be a number from 1 to %d", maxListLimit))
-		}
-		limit = n
+	if id == "" {
+		return "", false, errors.New(`the event ID is empty: give one as ?id=<id> (an ID of "." or ".." too); every dead letter is replayed with POST ?all=1 only`)
 	}
-	switch fields := r.URL.Query().Get("fields"); fields {
-	case "":
-	case "delivery":
-		// A Badger ledger reads an event's body with its request line; the page, which
-		// lists a route's dead letters every few seconds, shows neither.
-		events, err := sender.store.ListDeliveries(r.Context(), sender.key.name, state, dedupe.Cursor{}, limit)
-		if err != nil {
-			return storeError(err)
-		}
-		views := make([]deliveryView, 0, len(events))
-		for _, ev := range events {
-			views = append(views, deliveryOf(ev))
-		}
-		return writeJSON(w, map[string]any{"route": sender.key.name, "state": state, "events": views})
-	default:
-		return apiError(http.StatusBadRequest, fmt.Errorf("fields must be delivery, or left out for the whole listing"))
-	}
-	events, err := sender.store.List(r.Context(), sender.key.name, state, dedupe.Cursor{}, limit)
-	if err != nil {
-		return storeError(err)
-	}
-	views := make([]eventView, 0, len(events))
-	for _, ev := range events {
-		views = append(views, viewOf(ev))
-	}
-	return writeJSON(w, map[string]any{"route": sender.key.name, "state": state, "events": views})
+	return id, true, nil
 }
 
 // routeStatus is an async route's state for operators.
@@ -176,63 +155,14 @@ func (a *AdminAPI) status(w http.ResponseWriter, r *http.Request, sender *pooled
 	return writeJSON(w, routeStatus{Status: sender.Status(), Backlog: backlog, MaxPending: sender.config().MaxPending})
 }
 
-// replay makes one dead letter, or all of the route's, pending again.
-func (a *AdminAPI) replay(w http.ResponseWriter, r *http.Request, sender *pooledDeliverer, id string) error {
-	if id != "" {
-		if err := sender.store.Replay(r.Context(), sender.key.name, id, time.Now()); err != nil {
-			return storeError(err)
-		}
-		sender.Notify()
-		return writeJSON(w, map[string]any{"route": sender.key.name, "replayed": 1})
-	}
-	replayed, err := replayAll(r.Context(), sender)
-	if replayed > 0 {
-		sender.Notify()
-	}
-	if err != nil {
-		return storeError(fmt.Errorf("replayed %d, then: %w", replayed, err))
-	}
-	return writeJSON(w, map[string]any{"route": sender.key.name, "replayed": replayed})
-}
-
-// replayAll replays the route's dead letters a page at a time, so its memory does not grow with
-// their number (it lists their deliveries, not their bodies, which Replay rewrites anyway). It
-// walks them in accept order and stops at those accepted after it began: a replayed event that
-// dies again keeps its accept time, behind the walk, so it is not replayed twice, and the walk
-// ends however fast new dead letters come.
-func replayAll(ctx context.Context, sender *pooledDeliverer) (int, error) {
-	began := time.Now()
-	var after dedupe.Cursor
-	replayed := 0
-	for {
-		dead, err := sender.store.ListDeliveries(ctx, sender.key.name, dedupe.Dead, after, replayPage)
-		if err != nil {
-			return replayed, err
-		}
-		for _, ev := range dead {
-			if ev.AcceptedAt.After(began) {
-				return replayed, nil
-			}
-			after = ev.After()
-			err := sender.store.Replay(ctx, sender.key.name, ev.ID, time.Now())
-			switch {
-			case errors.Is(err, dedupe.ErrNotDead) || errors.Is(err, dedupe.ErrNotFound):
-				continue // replayed on its own meanwhile, or expired: nothing left to replay
-			case err != nil:
-				return replayed, fmt.Errorf("%s: %w", ev.ID, err)
-			}
-			replayed++
-		}
-		if len(dead) < replayPage {
-			return replayed, nil
-		}
-	}
-}
-
 // pathParts splits the escaped path after /hookgate/ into its unescaped segments, so an ID
-// or route containing "/" can be addressed as %2F.
+// or route containing "/" can be addressed as %2F. A trailing slash after a route is kept as an
+// empty ID (refused), not dropped: /replay/<route>/ is a request about an ID left out.
 func pathParts(escaped string) ([]string, error) {
-	parts := strings.Split(strings.Trim(strings.TrimPrefix(escaped, "/hookgate/"), "/"), "/")
+	parts := strings.Split(strings.TrimPrefix(escaped, "/hookgate/"), "/")
+	if n := len(parts); n <= 2 && parts[n-1] == "" {
+		parts = parts[:n-1] // /hookgate/ui/, /hookgate/events/
+	}
 	for i, p := range parts {
 		var err error
 		if parts[i], err = url.PathUnescape(p); err != nil {

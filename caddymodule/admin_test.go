@@ -26,8 +26,8 @@ func TestAdminReplayAllInPages(t *testing.T) {
 		return strings.Count(body, `"id":`) == n
 	})
 
-	status, body := admin(t, http.MethodPost, "/hookgate/replay/replaypages")
-	if status != http.StatusOK || !strings.Contains(body, fmt.Sprintf(`"replayed":%d`, n)) {
+	status, body := admin(t, http.MethodPost, "/hookgate/replay/replaypages?all=1")
+	if status != http.StatusOK || !strings.Contains(body, fmt.Sprintf(`"replayed":%d`, n)) || !strings.Contains(body, `"left":0`) {
 		t.Fatalf("replay all: %d %s, want all %d replayed", status, body, n)
 	}
 	waitFor(t, "every event sent again", 20*time.Second, func() bool { return up.total() >= 2*n })

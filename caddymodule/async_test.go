@@ -150,7 +150,7 @@ func TestAsyncDeadLetterListedAndReplayed(t *testing.T) {
 	if up.count("evt_dead_1") != 1 {
 		t.Fatal("replaying one dead letter sent another")
 	}
-	if status, body := admin(t, http.MethodPost, "/hookgate/replay/dead"); status != http.StatusOK || !strings.Contains(body, `"replayed":1`) {
+	if status, body := admin(t, http.MethodPost, "/hookgate/replay/dead?all=1"); status != http.StatusOK || !strings.Contains(body, `"replayed":1`) {
 		t.Fatalf("replay all: %d %s", status, body)
 	}
 	waitFor(t, "delivery after replaying all", 10*time.Second, func() bool { return up.count("evt_dead_1") == 2 })
@@ -165,15 +165,27 @@ func TestAsyncDeadLetterListedAndReplayed(t *testing.T) {
 // hookgateCLI runs `caddy hookgate <args>` against the test server's admin endpoint.
 func hookgateCLI(t *testing.T, args ...string) string {
 	t.Helper()
-	root := &cobra.Command{Use: "hookgate"}
+	out, err := runHookgateCLI(args...)
+	if err != nil {
+		t.Fatalf("caddy hookgate %s: %v", strings.Join(args, " "), err)
+	}
+	return out
+}
+
+// runHookgateCLI is hookgateCLI for a command that may fail.
+func runHookgateCLI(args ...string) (string, error) {
+	return runHookgateCLIAt("localhost:2999", args...)
+}
+
+// runHookgateCLIAt runs `caddy hookgate <args>` against the admin API at address.
+func runHookgateCLIAt(address string, args ...string) (string, error) {
+	root := &cobra.Command{Use: "hookgate", SilenceUsage: true, SilenceErrors: true}
 	root.AddCommand(adminCommands()...)
 	var out bytes.Buffer
 	root.SetOut(&out)
-	root.SetArgs(append(args, "--address", "localhost:2999"))
-	if err := root.Execute(); err != nil {
-		t.Fatalf("caddy hookgate %s: %v", strings.Join(args, " "), err)
-	}
-	return out.String()
+	root.SetArgs(append(args, "--address", address))
+	err := root.Execute()
+	return out.String(), err
 }
 
 func TestAsyncReloadDuringDelivery(t *testing.T) {

@@ -2,69 +2,93 @@ package caddymodule
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
+	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 )
 
 // adminCommands are the operator's view of async routes, through the running Caddy's admin API.
+// An event ID travels as ?id=, which nothing on the way rewrites (see AdminAPI).
 func adminCommands() []*cobra.Command {
-	var state string
+	var state, after string
 	var limit int
-	events := adminCommand("events <route>", "Lists a route's queued events by state", cobra.ExactArgs(1),
-		func(args []string) (string, string) {
+	events := adminCommand("events <route>", "Lists a route's queued events by state, a page at a time", cobra.ExactArgs(1),
+		func(args []string) (string, string, error) {
 			q := url.Values{"state": {state}, "limit": {strconv.Itoa(limit)}}
-			return http.MethodGet, "/hookgate/events/" + url.PathEscape(args[0]) + "?" + q.Encode()
+			if after != "" {
+				q.Set("after", after)
+			}
+			return http.MethodGet, "/hookgate/events/" + url.PathEscape(args[0]) + "?" + q.Encode(), nil
 		})
 	events.Flags().StringVar(&state, "state", "pending", "pending, delivered, dead or superseded")
 	events.Flags().IntVar(&limit, "limit", defaultListLimit, "most events to list")
+	events.Flags().StringVar(&after, "after", "", "list from after this cursor: the next of the page before")
 
 	show := adminCommand("show <route> <id>", "Shows one event: attempts, last error, next attempt", cobra.ExactArgs(2),
-		func(args []string) (string, string) {
-			return http.MethodGet, "/hookgate/events/" + url.PathEscape(args[0]) + "/" + url.PathEscape(args[1])
+		func(args []string) (string, string, error) {
+			return http.MethodGet, "/hookgate/events/" + url.PathEscape(args[0]) + "?" + url.Values{"id": {args[1]}}.Encode(), nil
 		})
-	replay := adminCommand("replay <route> [<id>]", "Replays one dead event, or all of a route's", cobra.RangeArgs(1, 2),
-		func(args []string) (string, string) {
+	var all bool
+	replay := adminCommand("replay (<route> <id> | --all <route>)", "Replays one dead event, or with --all as many as leave room for new events", cobra.RangeArgs(1, 2),
+		func(args []string) (string, string, error) {
 			uri := "/hookgate/replay/" + url.PathEscape(args[0])
-			if len(args) == 2 {
-				uri += "/" + url.PathEscape(args[1])
+			switch {
+			case all && len(args) == 2:
+				return "", "", errors.New("give either an event ID or --all, not both")
+			case all:
+				return http.MethodPost, uri + "?all=1", nil
+			case len(args) == 1:
+				return "", "", errors.New("say which dead letter to replay (its ID), or replay every one with --all")
 			}
-			return http.MethodPost, uri
+			return http.MethodPost, uri + "?" + url.Values{"id": {args[1]}}.Encode(), nil
 		})
+	replay.Flags().BoolVar(&all, "all", false, "replay the route's dead letters while its backlog is below half of max_pending")
 	status := adminCommand("status <route>", "Shows a route's backlog and its bound, and whether its upstream is paused", cobra.ExactArgs(1),
-		func(args []string) (string, string) {
-			return http.MethodGet, "/hookgate/status/" + url.PathEscape(args[0])
+		func(args []string) (string, string, error) {
+			return http.MethodGet, "/hookgate/status/" + url.PathEscape(args[0]), nil
 		})
 	return []*cobra.Command{events, show, replay, status}
 }
 
 // adminCommand makes a subcommand that sends one admin API request and prints the JSON answer.
-func adminCommand(use, short string, args cobra.PositionalArgs, request func([]string) (method, uri string)) *cobra.Command {
+// It refuses an empty argument before sending anything: an unset shell variable ("$ID") must not
+// change what the request is about.
+func adminCommand(use, short string, args cobra.PositionalArgs, request func([]string) (method, uri string, err error)) *cobra.Command {
 	var address, config, adapter string
 	cmd := &cobra.Command{
 		Use:   use + " [--address <admin>] [--config <file> [--adapter <name>]]",
 		Short: short,
-		Args:  args,
+		Args: func(cmd *cobra.Command, given []string) error {
+			for i, arg := range given {
+				if arg == "" {
+					return fmt.Errorf("argument %d is empty (an unset variable?): nothing was sent", i+1)
+				}
+			}
+			return args(cmd, given)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			method, uri, err := request(args)
+			if err != nil {
+				return err
+			}
 			addr, err := caddycmd.DetermineAdminAPIAddress(address, nil, config, adapter)
 			if err != nil {
 				return fmt.Errorf("finding the admin API: %w", err)
 			}
-			method, uri := request(args)
-			resp, err := caddycmd.AdminAPIRequest(addr, method, uri, nil, nil)
+			body, err := adminRequest(cmd.Context(), addr, method, uri)
 			if err != nil {
 				return err
-			}
-			defer resp.Body.Close()
-			body, err := io.ReadAll(resp.Body)
-			if err != nil {
-				return fmt.Errorf("reading the admin API's answer: %w", err)
 			}
 			var pretty bytes.Buffer
 			if json.Indent(&pretty, body, "", "  ") != nil {
@@ -79,4 +103,52 @@ func adminCommand(use, short string, args cobra.PositionalArgs, request func([]s
 	f.StringVar(&config, "config", "", "the Caddy config whose admin address to use")
 	f.StringVar(&adapter, "adapter", "", "the config's adapter")
 	return cmd
+}
+
+// adminRequest sends one request to the admin API at adminAddr as caddycmd.AdminAPIRequest does
+// (its own address as Origin, or a unix socket), and returns the answer's body; an error answer
+// is an error carrying it. Unlike AdminAPIRequest it never follows a redirect: Go's mux answers
+// a path with a "." segment with a 307 to the cleaned path, and a POST sent again there would be
+// about something else (a route instead of one of its events).
+func adminRequest(ctx context.Context, adminAddr, method, uri string) ([]byte, error) {
+	addr, err := caddy.ParseNetworkAddress(adminAddr)
+	if err != nil || addr.PortRangeSize() > 1 {
+		return nil, fmt.Errorf("invalid admin address %s: %v", adminAddr, err)
+	}
+	origin := "http://" + addr.JoinHostPort(0)
+	if addr.IsUnixNetwork() || addr.IsFdNetwork() {
+		origin = "http://127.0.0.1"                   // a socket has no host; Go needs one
+		addr.Host, _, _ = strings.Cut(addr.Host, "|") // the socket's file mode is not its path
+	}
+	req, err := http.NewRequestWithContext(ctx, method, origin+uri, nil)
+	if err != nil {
+		return nil, fmt.Errorf("making the admin API request: %w", err)
+	}
+	if !addr.IsUnixNetwork() && !addr.IsFdNetwork() {
+		req.Header.Set("Origin", origin)
+	}
+	client := &http.Client{
+		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, addr.Network, addr.JoinHostPort(0))
+		}},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("asking the admin API: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("reading the admin API's answer: %w", err)
+	}
+	switch {
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		return nil, fmt.Errorf("the admin API redirected %s %s to %s: not following it, which would send the request again about another address",
+			method, uri, resp.Header.Get("Location"))
+	case resp.StatusCode >= 400:
+		return nil, fmt.Errorf("caddy responded with error: HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(body))
+	}
+	return body, nil
 }

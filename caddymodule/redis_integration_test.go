@@ -146,7 +146,7 @@ func TestRedisRouteAdminAPIAndCLI(t *testing.T) {
 	}
 
 	up.status.Store(http.StatusOK)
-	if out := hookgateCLI(t, "replay", "redisadmin"); !strings.Contains(out, `"replayed": 1`) {
+	if out := hookgateCLI(t, "replay", "--all", "redisadmin"); !strings.Contains(out, `"replayed": 1`) {
 		t.Fatalf("replay: %s", out)
 	}
 	waitFor(t, "delivery after the replay", 10*time.Second, func() bool { return deliveredState(t, "redisadmin", ev.id) })

@@ -18,10 +18,12 @@ func TestReviewRedisAdmin503CarriesRetryAfter(t *testing.T) {
 	srv.Stop()
 	for _, c := range []struct{ method, path string }{
 		{http.MethodGet, "/hookgate/events/reviewadmin/evt_ra503"},
+		{http.MethodGet, "/hookgate/events/reviewadmin?id=evt_ra503"},
 		{http.MethodGet, "/hookgate/events/reviewadmin?state=dead"},
 		{http.MethodGet, "/hookgate/status/reviewadmin"},
 		{http.MethodPost, "/hookgate/replay/reviewadmin/evt_ra503"},
-		{http.MethodPost, "/hookgate/replay/reviewadmin"},
+		{http.MethodPost, "/hookgate/replay/reviewadmin?id=evt_ra503"},
+		{http.MethodPost, "/hookgate/replay/reviewadmin?all=1"},
 	} {
 		req, _ := http.NewRequest(c.method, "http://localhost:2999"+c.path, nil)
 		resp, err := http.DefaultClient.Do(req)

@@ -51,7 +51,7 @@ func TestReviewRedisDeliveriesListingAndReplayAll(t *testing.T) {
 	}
 
 	up.status.Store(http.StatusOK)
-	if status, body := admin(t, http.MethodPost, "/hookgate/replay/redisdeliveries"); status != http.StatusOK || !strings.Contains(body, fmt.Sprintf(`"replayed":%d`, n)) {
+	if status, body := admin(t, http.MethodPost, "/hookgate/replay/redisdeliveries?all=1"); status != http.StatusOK || !strings.Contains(body, fmt.Sprintf(`"replayed":%d`, n)) {
 		t.Fatalf("replay all: %d %s, want %d replayed", status, body, n)
 	}
 	waitFor(t, "every replayed event delivered", 10*time.Second, func() bool { return up.total() == 2*n })

@@ -52,7 +52,7 @@ func (u *hostileUpstream) count(id string) int {
 
 // Event IDs come from the sender and last errors partly from the upstream: the page shows both
 // as text (no element of theirs in the DOM, no script of theirs run), and a dead letter whose ID
-// is a URL (with // in it) is replayed by its button through caddy hookgate ui.
+// is a URL (with // in it), "." or ".." is replayed by its button through caddy hookgate ui, alone.
 func TestDeadLetterPageShowsHostileTextAsText(t *testing.T) {
 	const markup = `<img/src=x/onerror=document.title='pwned'>`
 	up := newHostileUpstream(t, "HTTP/1.1 "+markup+" x")
@@ -63,12 +63,13 @@ func TestDeadLetterPageShowsHostileTextAsText(t *testing.T) {
 
 	hostileID := `evt"><svg/onload=document.title='pwned'>`
 	urlID := "https://sender.example//events/1"
-	for _, id := range []string{hostileID, urlID} {
+	ids := []string{hostileID, urlID, ".", ".."}
+	for _, id := range ids {
 		expectReply(t, "accepted", send(t, tester.Client, newEvent(t, id, "obj_"+url.QueryEscape(id), 1)), http.StatusAccepted, "")
 	}
 	waitFor(t, "both events dead", 10*time.Second, func() bool {
 		_, body := admin(t, http.MethodGet, "/hookgate/events/uihostile?state=dead&fields=delivery")
-		return strings.Count(body, `"id":`) == 2
+		return strings.Count(body, `"id":`) == len(ids)
 	})
 	_, listing := admin(t, http.MethodGet, "/hookgate/events/uihostile?state=dead&fields=delivery")
 	if !strings.Contains(listing, "malformed HTTP status code") {
@@ -82,7 +83,7 @@ func TestDeadLetterPageShowsHostileTextAsText(t *testing.T) {
 	); err != nil {
 		t.Fatalf("the page never showed a dead letter: %v", err)
 	}
-	if _, err := chromedp.Run(browser, chromedp.Poll[bool](`document.querySelectorAll("#dead tr[data-id]").length === 2`,
+	if _, err := chromedp.Run(browser, chromedp.Poll[bool](`document.querySelectorAll("#dead tr[data-id]").length === 4`,
 		chromedp.WithPollingTimeout(10*time.Second))); err != nil {
 		t.Fatalf("the page never showed both dead letters: %v", err)
 	}
@@ -108,16 +109,23 @@ func TestDeadLetterPageShowsHostileTextAsText(t *testing.T) {
 	}
 
 	up.healthy.Store(true)
-	clicked, err := chromedp.Run(browser, chromedp.Evaluate[bool](`(() => { for (const b of document.querySelectorAll("#dead button")) {
-		if (b.dataset.id === `+jsString(urlID)+`) { b.click(); return true } } return false })()`))
-	if err != nil || !clicked {
-		t.Fatalf("no Replay button for %s (%v)", urlID, err)
-	}
-	waitFor(t, "the replayed URL-like ID delivered", 10*time.Second, func() bool { return up.count(urlID) == 2 })
-	if _, err := chromedp.Run(browser, chromedp.Poll[bool](`document.getElementById("message").textContent.includes("replayed 1")`,
-		chromedp.WithPollingTimeout(5*time.Second))); err != nil {
-		message, _ := chromedp.Run(browser, chromedp.Text(chromedp.ID("message")))
-		t.Fatalf("the page says %q (%v), want it to say the event was replayed", message, err)
+	for i, id := range []string{urlID, ".", ".."} {
+		clicked, err := chromedp.Run(browser, chromedp.Evaluate[bool](`(() => { for (const b of document.querySelectorAll("#dead button")) {
+		if (b.dataset.id === `+jsString(id)+`) { b.click(); return true } } return false })()`))
+		if err != nil || !clicked {
+			t.Fatalf("no Replay button for %s (%v)", id, err)
+		}
+		waitFor(t, "the replayed "+id+" delivered", 10*time.Second, func() bool { return up.count(id) == 2 })
+		if _, err := chromedp.Run(browser, chromedp.Poll[bool](`document.getElementById("message").textContent.includes("replayed 1 (" + `+jsString(id)+` + ")")`,
+			chromedp.WithPollingTimeout(5*time.Second))); err != nil {
+			message, _ := chromedp.Run(browser, chromedp.Text(chromedp.ID("message")))
+			t.Fatalf("the page says %q (%v), want it to say %s was replayed", message, err, id)
+		}
+		for _, other := range ids[i+2:] {
+			if n := up.count(other); n != 1 {
+				t.Fatalf("replaying %q sent %q %d times, want once", id, other, n)
+			}
+		}
 	}
 	if n := up.count(hostileID); n != 1 {
 		t.Fatalf("the other dead letter was sent %d times, want once", n)

@@ -41,7 +41,7 @@ func TestDeadLetterPageShowsNoStaleListingAfterAReplay(t *testing.T) {
 				<-wait
 			}
 			writeJSON(w, map[string]any{"route": "r", "state": "dead", "events": events})
-		case r.URL.Path == "/hookgate/replay/r/evt_stale" && r.Method == http.MethodPost:
+		case r.URL.Path == "/hookgate/replay/r" && r.URL.Query().Get("id") == "evt_stale" && r.Method == http.MethodPost:
 			mu.Lock()
 			dead = false
 			mu.Unlock()

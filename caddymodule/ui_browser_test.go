@@ -240,7 +240,7 @@ func TestDeadLetterPageInBrowser(t *testing.T) {
 	if status, body := adminPost(t, "/hookgate/replay/uipage/evt_ui_1", "http://attacker.example"); status != http.StatusForbidden {
 		t.Fatalf("a replay from a foreign origin: %d %s, want 403", status, body)
 	}
-	if status, body := adminPost(t, "/hookgate/replay/uipage", "http://attacker.example"); status != http.StatusForbidden {
+	if status, body := adminPost(t, "/hookgate/replay/uipage?all=1", "http://attacker.example"); status != http.StatusForbidden {
 		t.Fatalf("replay all from a foreign origin: %d %s, want 403", status, body)
 	}
 	if _, body := admin(t, http.MethodGet, "/hookgate/events/uipage/evt_ui_1"); !strings.Contains(body, `"state":"dead"`) {

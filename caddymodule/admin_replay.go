@@ -1,0 +1,120 @@
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/hookgate/hookgate/dedupe"
+)
+
+// replayPage is how many dead letters "replay all" reads at a time.
+const replayPage = 500
+
+// replay answers POST /hookgate/replay/<route>: one dead letter (id, when named), or, with
+// ?all=1, as many as leave room for new events (replayRoom).
+func (a *AdminAPI) replay(w http.ResponseWriter, r *http.Request, sender *pooledDeliverer, id string, named bool) error {
+	all, asked := r.URL.Query()["all"]
+	switch {
+	case asked && (len(all) != 1 || all[0] != "1"):
+		return apiError(http.StatusBadRequest, errors.New("all must be 1 (?all=1 replays every dead letter)"))
+	case asked && named:
+		return apiError(http.StatusBadRequest, errors.New("give either an event ID or all=1, not both"))
+	case !asked && !named:
+		return apiError(http.StatusBadRequest, errors.New("say which dead letter to replay with ?id=<id>, or replay every one with ?all=1"))
+	case asked:
+		return a.replayAll(w, r, sender)
+	}
+	bound := sender.config().MaxPending
+	backlog, err := sender.store.Pending(r.Context(), sender.key.name)
+	if err != nil {
+		return apiError(http.StatusServiceUnavailable, fmt.Errorf("reading the backlog: %w", err))
+	}
+	if backlog >= bound {
+		return apiError(http.StatusServiceUnavailable, fmt.Errorf("the backlog of undelivered events is at max_pending (%d): "+
+			"a replayed event would take the place of a new one; replay it once deliveries take the backlog below", bound))
+	}
+	if err := sender.store.Replay(r.Context(), sender.key.name, id, time.Now()); err != nil {
+		return storeError(err)
+	}
+	sender.Notify()
+	return writeJSON(w, map[string]any{"route": sender.key.name, "replayed": 1})
+}
+
+// replayRoom is the backlog up to which "replay all" replays: half of max_pending (rounded up),
+// so the other half stays free for new events however many dead letters there are. A replay
+// lasts as long as the upstream takes to drain it, and intake must not stop meanwhile (a
+// provider that does not retry loses what gets a 503).
+func replayRoom(maxPending int) int { return maxPending - maxPending/2 }
+
+func (a *AdminAPI) replayAll(w http.ResponseWriter, r *http.Request, sender *pooledDeliverer) error {
+	replayed, left, err := replayAll(r.Context(), sender, replayRoom(sender.config().MaxPending))
+	if replayed > 0 {
+		sender.Notify()
+	}
+	if err != nil {
+		return storeError(fmt.Errorf("replayed %d, then: %w", replayed, err))
+	}
+	return writeJSON(w, map[string]any{"route": sender.key.name, "replayed": replayed, "left": left})
+}
+
+// replayAll replays the route's dead letters while its backlog is below room, and counts those
+// it leaves dead. It reads them a page at a time, so its memory does not grow with their number
+// (it lists their deliveries, not their bodies, which Replay rewrites anyway). It walks them in
+// accept order and stops at those accepted after it began: a replayed event that dies again
+// keeps its accept time, behind the walk, so it is not replayed twice, and the walk ends however
+// fast new dead letters come.
+func replayAll(ctx context.Context, sender *pooledDeliverer, room int) (replayed, left int, err error) {
+	began := time.Now()
+	var after dedupe.Cursor
+	for {
+		dead, err := sender.store.ListDeliveries(ctx, sender.key.name, dedupe.Dead, after, replayPage)
+		if err != nil {
+			return replayed, 0, err
+		}
+		for _, ev := range dead {
+			if ev.AcceptedAt.After(began) {
+				left, err := countDead(ctx, sender, after)
+				return replayed, left, err
+			}
+			backlog, err := sender.store.Pending(ctx, sender.key.name)
+			if err != nil {
+				return replayed, 0, fmt.Errorf("reading the backlog: %w", err)
+			}
+			if backlog >= room {
+				left, err := countDead(ctx, sender, after)
+				return replayed, left, err
+			}
+			after = ev.After()
+			err = sender.store.Replay(ctx, sender.key.name, ev.ID, time.Now())
+			switch {
+			case errors.Is(err, dedupe.ErrNotDead) || errors.Is(err, dedupe.ErrNotFound):
+				continue // replayed on its own meanwhile, or expired: nothing left to replay
+			case err != nil:
+				return replayed, 0, fmt.Errorf("%s: %w", ev.ID, err)
+			}
+			replayed++
+		}
+		if len(dead) < replayPage {
+			return replayed, 0, nil
+		}
+	}
+}
+
+// countDead counts the route's dead letters from after on, a page of deliveries at a time.
+func countDead(ctx context.Context, sender *pooledDeliverer, after dedupe.Cursor) (int, error) {
+	n := 0
+	for {
+		dead, err := sender.store.ListDeliveries(ctx, sender.key.name, dedupe.Dead, after, replayPage)
+		if err != nil {
+			return n, fmt.Errorf("counting the dead letters left: %w", err)
+		}
+		n += len(dead)
+		if len(dead) < replayPage {
+			return n, nil
+		}
+		after = dead[len(dead)-1].After()
+	}
+}

@@ -1,0 +1,154 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+// upstreamCounts is how many times up received each of ids.
+func upstreamCounts(up *upstream, ids []string) map[string]int {
+	counts := map[string]int{}
+	for _, id := range ids {
+		counts[id] = up.count(id)
+	}
+	return counts
+}
+
+// Every ID a provider can send is addressable one at a time, whatever a path would make of it:
+// replaying ".", "..", "a/b", "%2F" or "?#", through the API and then the CLI, sends that event
+// again and no other.
+func TestReplayOfDotIDReplaysOnlyThatEvent(t *testing.T) {
+	up := newUpstream(t)
+	up.status.Store(http.StatusNotFound) // every attempt makes a dead letter again
+	tester := startAsyncGateway(t, "oddids", up.Listener.Addr().String())
+	odd := []string{".", "..", "a/b", "%2F", "?#"}
+	ids := append(odd, "evt_bystander")
+	for i, id := range ids {
+		expectReply(t, "accepted", send(t, tester.Client, newEvent(t, id, fmt.Sprintf("obj_odd_%d", i), 1)), http.StatusAccepted, "")
+	}
+	waitFor(t, "every event dead", 10*time.Second, func() bool {
+		_, body := admin(t, http.MethodGet, "/hookgate/events/oddids?state=dead&fields=delivery")
+		return strings.Count(body, `"id":`) == len(ids)
+	})
+	deadAgain := func(id string, sent int) {
+		t.Helper()
+		waitFor(t, fmt.Sprintf("%q sent %d times and dead again", id, sent), 10*time.Second, func() bool {
+			var view eventView
+			return up.count(id) == sent && json.Unmarshal([]byte(hookgateCLI(t, "show", "oddids", id)), &view) == nil &&
+				view.ID == id && view.State == "dead"
+		})
+	}
+	want := upstreamCounts(up, ids)
+	for _, id := range odd {
+		status, body := admin(t, http.MethodPost, "/hookgate/replay/oddids?id="+url.QueryEscape(id))
+		if status != http.StatusOK || !strings.Contains(body, `"replayed":1`) {
+			t.Fatalf("POST /hookgate/replay/oddids?id=%s: %d %s, want one replayed", url.QueryEscape(id), status, body)
+		}
+		want[id]++
+		deadAgain(id, want[id])
+		if out := hookgateCLI(t, "replay", "oddids", id); !strings.Contains(out, `"replayed": 1`) {
+			t.Fatalf("caddy hookgate replay oddids %q: %s, want one replayed", id, out)
+		}
+		want[id]++
+		deadAgain(id, want[id])
+		if got := upstreamCounts(up, ids); !maps.Equal(got, want) {
+			t.Fatalf("after replaying %q: sent %v, want %v (only %q sent again)", id, got, want, id)
+		}
+		var view eventView
+		status, body = admin(t, http.MethodGet, "/hookgate/events/oddids?id="+url.QueryEscape(id))
+		if status != http.StatusOK || json.Unmarshal([]byte(body), &view) != nil || view.ID != id {
+			t.Fatalf("GET /hookgate/events/oddids?id=%s: %d %s, want the event %q", url.QueryEscape(id), status, body, id)
+		}
+	}
+}
+
+// An empty event ID is refused, by the API (400, with the reason) and by the CLI before it sends
+// anything; it never means "every dead letter", which takes ?all=1 (--all). A path ending in "."
+// is redirected by Go's mux to the route's path, which names no dead letter, and is refused there.
+func TestReplayRefusesAnEmptyID(t *testing.T) {
+	up := newUpstream(t)
+	up.status.Store(http.StatusNotFound)
+	tester := startAsyncGateway(t, "emptyid", up.Listener.Addr().String())
+	expectReply(t, "accepted", send(t, tester.Client, newEvent(t, "evt_empty_1", "obj_empty_1", 1)), http.StatusAccepted, "")
+	waitFor(t, "the dead letter", 10*time.Second, func() bool {
+		_, body := admin(t, http.MethodGet, "/hookgate/events/emptyid/evt_empty_1")
+		return strings.Contains(body, `"state":"dead"`)
+	})
+	up.status.Store(http.StatusOK)
+	for _, c := range []struct{ method, path, reason string }{
+		{http.MethodPost, "/hookgate/replay/emptyid/", "the event ID is empty"},
+		{http.MethodPost, "/hookgate/replay/emptyid?id=", "the event ID is empty"},
+		{http.MethodPost, "/hookgate/replay/emptyid/.", "?all=1"},
+		{http.MethodPost, "/hookgate/replay/emptyid", "?all=1"},
+		{http.MethodPost, "/hookgate/replay/emptyid?all=yes", "all must be 1"},
+		{http.MethodPost, "/hookgate/replay/emptyid?all=1&id=evt_empty_1", "not both"},
+		{http.MethodGet, "/hookgate/events/emptyid/", "the event ID is empty"},
+		{http.MethodGet, "/hookgate/events/emptyid?id=", "the event ID is empty"},
+	} {
+		if status, body := admin(t, c.method, c.path); status != http.StatusBadRequest || !strings.Contains(body, c.reason) {
+			t.Errorf("%s %s: %d %s, want 400 saying %q", c.method, c.path, status, body, c.reason)
+		}
+	}
+	for _, args := range [][]string{{"replay", "emptyid", ""}, {"replay", "emptyid"}, {"show", "emptyid", ""}, {"replay", "--all", "emptyid", "evt_empty_1"}} {
+		if out, err := runHookgateCLI(args...); err == nil {
+			t.Errorf("caddy hookgate %q: %s, want it refused", args, out)
+		}
+	}
+	if n := up.count("evt_empty_1"); n != 1 {
+		t.Fatalf("the dead letter was sent %d times, want once: a request without an ID replayed it", n)
+	}
+}
+
+// With max_pending 3 and 10 dead letters, replaying all replays while the backlog is below half
+// the bound (2), says how many are left (8), and leaves room: a new webhook right after is
+// accepted. A single replay with the backlog at its bound is refused with 503 and Retry-After.
+func TestReplayAllLeavesRoomForNewEvents(t *testing.T) {
+	up := newUpstream(t)
+	up.status.Store(http.StatusNotFound)
+	tester := startAsyncGateway(t, "replayroom", up.Listener.Addr().String(), "max_pending 3")
+	const n = 10
+	for i := range n {
+		ev := newEvent(t, fmt.Sprintf("evt_room_%d", i), fmt.Sprintf("obj_room_%d", i), 1)
+		waitFor(t, ev.id+" accepted", 10*time.Second, func() bool { return send(t, tester.Client, ev).status == http.StatusAccepted })
+	}
+	waitFor(t, "every event dead", 10*time.Second, func() bool {
+		_, body := admin(t, http.MethodGet, "/hookgate/events/replayroom?state=dead&fields=delivery")
+		return strings.Count(body, `"id":`) == n
+	})
+	// The upstream now holds every attempt, so a replayed event stays in the backlog.
+	hold := make(chan struct{})
+	up.mu.Lock()
+	up.block = hold
+	up.mu.Unlock()
+	t.Cleanup(func() { close(hold) })
+
+	var replayed struct{ Replayed, Left *int }
+	status, body := admin(t, http.MethodPost, "/hookgate/replay/replayroom?all=1")
+	if status != http.StatusOK || json.Unmarshal([]byte(body), &replayed) != nil || replayed.Replayed == nil || replayed.Left == nil ||
+		*replayed.Replayed != 2 || *replayed.Left != n-2 {
+		t.Fatalf("replay all with max_pending 3: %d %s, want 2 replayed and %d left", status, body, n-2)
+	}
+	expectReply(t, "a new webhook right after the replay", send(t, tester.Client, newEvent(t, "evt_room_new", "obj_room_new", 1)), http.StatusAccepted, "")
+
+	req, _ := http.NewRequest(http.MethodPost, "http://localhost:2999/hookgate/replay/replayroom?id=evt_room_9", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reason, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(reason), "max_pending (3)") {
+		t.Fatalf("replaying one with the backlog at max_pending: %d, Retry-After %q, %s; want 503 with Retry-After and the reason",
+			resp.StatusCode, resp.Header.Get("Retry-After"), reason)
+	}
+	if out := hookgateCLI(t, "replay", "--all", "replayroom"); !strings.Contains(out, `"replayed": 0`) || !strings.Contains(out, fmt.Sprintf(`"left": %d`, n-2)) {
+		t.Fatalf("caddy hookgate replay --all with the backlog full: %s, want none replayed and %d left", out, n-2)
+	}
+}
