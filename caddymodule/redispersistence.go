@@ -18,8 +18,12 @@ const (
 	verdictUnreadable = "unreadable"
 )
 
-// checkPersistence reads Redis's persistence settings, in the background, when the store is first
-// used and after each new connection to Redis (a failover may have put a server with other
+// persistenceCheckKey marks the context of the persistence check's commands, whose own new
+// connections call for no other check.
+type persistenceCheckKey struct{}
+
+// checkPersistence reads Redis's persistence settings, in the background, after each new
+// connection to Redis (so when the store is first used too) (a failover may have put a server with other
 // settings behind the client), and logs their verdict when it changed: one WARN when they cannot
 // keep the promise that an acknowledged event survives a crash, or when Redis refuses to show
 // them (CONFIG denied by an ACL, or renamed by a managed service), else one INFO. A check that
@@ -32,7 +36,7 @@ func (r *redisLedger) checkPersistence() {
 	r.connected.Store(false) // a connection made from now on is checked again
 	go func() {
 		defer r.checking.Store(false)
-		ctx, cancel := context.WithTimeout(context.Background(), persistenceCheckTimeout)
+		ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), persistenceCheckKey{}, true), persistenceCheckTimeout)
 		defer cancel()
 		warning, err := r.Store.CheckPersistence(ctx)
 		if err != nil && redisUnreachable(err) && !redis.IsPermissionError(err) {

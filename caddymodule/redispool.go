@@ -52,10 +52,12 @@ func (p *pooledLedger) openRedis() store {
 	if p.ledger == nil {
 		l := &redisLedger{name: p.name, logger: p.logger, budget: 2 * p.redis.options.ReadTimeout}
 		opts := *p.redis.options
-		// Each new connection may reach another server than the last (a failover): its
-		// persistence settings are read again (checkPersistence).
-		opts.OnConnect = func(context.Context, *redis.Conn) error {
-			l.connected.Store(true)
+		// Each new connection but the check's own may reach another server than the last (a
+		// failover): its persistence settings are read again (checkPersistence).
+		opts.OnConnect = func(ctx context.Context, _ *redis.Conn) error {
+			if ctx.Value(persistenceCheckKey{}) == nil {
+				l.connected.Store(true)
+			}
 			return nil
 		}
 		client := redis.NewUniversalClient(&opts)
@@ -63,8 +65,6 @@ func (p *pooledLedger) openRedis() store {
 		l.Store = redisstore.New(client, p.redis.prefix)
 		l.Store.OnGoneEvents(l.logGoneEvents)
 		p.ledger = l
-		l.connected.Store(true)
-		l.checkPersistence()
 	}
 	return p.ledger
 }
