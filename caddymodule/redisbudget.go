@@ -12,13 +12,14 @@ import (
 // answers) and more requests than connections, a request would otherwise be held past the
 // provider's timeout instead of getting its 503. A call answered 503 at the deadline may still
 // complete: an event it queued is then a duplicate to the provider's retry, never lost.
-func within[T any](ctx context.Context, r *redisLedger, call func(context.Context) (T, error)) (T, error) {
-	return withinOr(ctx, r, call, nil)
+// ns is the namespace the call is about, "" for none: what an outage it meets concerns (observe).
+func within[T any](ctx context.Context, r *redisLedger, ns string, call func(context.Context) (T, error)) (T, error) {
+	return withinOr(ctx, r, ns, call, nil)
 }
 
 // withinOr is within, with late run on what the call returns if it completes after the caller
 // was answered at the deadline: it can undo what no request is waiting for any more.
-func withinOr[T any](ctx context.Context, r *redisLedger, call func(context.Context) (T, error), late func(T, error)) (T, error) {
+func withinOr[T any](ctx context.Context, r *redisLedger, ns string, call func(context.Context) (T, error), late func(T, error)) (T, error) {
 	bounded, cancel := context.WithTimeout(ctx, r.budget)
 	type result struct {
 		value T
@@ -42,19 +43,19 @@ func withinOr[T any](ctx context.Context, r *redisLedger, call func(context.Cont
 	}()
 	select {
 	case res := <-done:
-		return res.value, r.observe(ctx, res.err)
+		return res.value, r.observe(ctx, ns, res.err)
 	case <-bounded.Done():
 		if !state.CompareAndSwap(pending, gaveUp) {
 			res := <-done // it answered just in time
-			return res.value, r.observe(ctx, res.err)
+			return res.value, r.observe(ctx, ns, res.err)
 		}
 		var zero T
-		return zero, r.observe(ctx, bounded.Err())
+		return zero, r.observe(ctx, ns, bounded.Err())
 	}
 }
 
 // run is within for a call that returns only an error.
-func (r *redisLedger) run(ctx context.Context, call func(context.Context) error) error {
-	_, err := within(ctx, r, func(ctx context.Context) (struct{}, error) { return struct{}{}, call(ctx) })
+func (r *redisLedger) run(ctx context.Context, ns string, call func(context.Context) error) error {
+	_, err := within(ctx, r, ns, func(ctx context.Context) (struct{}, error) { return struct{}{}, call(ctx) })
 	return err
 }

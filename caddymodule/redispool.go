@@ -31,9 +31,6 @@ var errRedisFull = &unavailableError{reason: "the shared ledger (Redis) is out o
 // interleave while it is full.
 const fullQuiet = 10 * time.Second
 
-// persistenceCheckTimeout bounds the start-time read of Redis's persistence settings.
-const persistenceCheckTimeout = 10 * time.Second
-
 func newRedisPool(target storeTarget) *pooledLedger {
 	quietRedisLog.Do(func() { redis.SetLogger(redisDebugLog{caddy.Log().Named("hookgate.redis")}) })
 	return &pooledLedger{key: target.key, scope: target.scope, name: target.name, redis: target.redis, logger: caddy.Log().Named("hookgate")}
@@ -53,11 +50,21 @@ func (l redisDebugLog) Printf(_ context.Context, format string, v ...any) {
 // (go-redis dials on the first command), so it never fails. The caller holds p.mu.
 func (p *pooledLedger) openRedis() store {
 	if p.ledger == nil {
-		client := redis.NewUniversalClient(p.redis.options)
-		l := &redisLedger{Store: redisstore.New(client, p.redis.prefix), name: p.name, logger: p.logger,
-			budget: 2 * p.redis.options.ReadTimeout}
+		l := &redisLedger{name: p.name, logger: p.logger, budget: 2 * p.redis.options.ReadTimeout}
+		opts := *p.redis.options
+		// Each new connection but the check's own may reach another server than the last (a
+		// failover): its persistence settings are read again (checkPersistence).
+		opts.OnConnect = func(ctx context.Context, _ *redis.Conn) error {
+			if ctx.Value(persistenceCheckKey{}) == nil {
+				l.connected.Store(true)
+			}
+			return nil
+		}
+		client := redis.NewUniversalClient(&opts)
+		_, l.cluster = client.(*redis.ClusterClient)
+		l.Store = redisstore.New(client, p.redis.prefix)
+		l.Store.OnGoneEvents(l.logGoneEvents)
 		p.ledger = l
-		l.checkPersistence()
 	}
 	return p.ledger
 }
@@ -72,22 +79,37 @@ type redisLedger struct {
 	logger *zap.Logger
 	// budget bounds each call (within): twice the read timeout.
 	budget time.Duration
-	down   atomic.Bool
+	// cluster says the store is a Redis Cluster, where each namespace (route) lives on one shard:
+	// an outage is then a route's, since one shard may fail, or refuse a slot that is moving
+	// (TRYAGAIN) or not served (CLUSTERDOWN), while the others serve their routes.
+	cluster bool
+	// outages holds the scopes (outageScope) Redis is unavailable to, each logged as it began.
+	outages sync.Map
 	// fullAt is when a write was last refused for want of memory (Unix ns); 0 when not full
 	// (cleared by stored).
 	fullAt atomic.Int64
-	// persistence is persistenceUnchecked until CheckPersistence has answered once.
-	persistence atomic.Int32
+	// connected is set by each new connection to Redis, and checking while the persistence
+	// settings are being read (redispersistence.go).
+	connected, checking atomic.Bool
+	// verdict is what the last persistence check logged.
+	verdictMu sync.Mutex
+	verdict   string
 }
 
-const (
-	persistenceUnchecked = iota
-	persistenceChecking
-	persistenceChecked
-)
+// outageScope is what an outage met by a call about namespace ns concerns: on a Cluster that
+// route, on one server (or a Sentinel group's master) the whole store, so that its outage is one
+// ERROR and one INFO whatever the number of routes.
+func (r *redisLedger) outageScope(ns string) string {
+	if r.cluster {
+		return ns
+	}
+	return ""
+}
 
-// observe notes what a call's error says of Redis, logging a change of state once.
-func (r *redisLedger) observe(ctx context.Context, err error) error {
+// observe notes what a call's error says of Redis for namespace ns, logging a change of state
+// once.
+func (r *redisLedger) observe(ctx context.Context, ns string, err error) error {
+	scope := r.outageScope(ns)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return err // the caller gave up: that says nothing of Redis
@@ -98,17 +120,32 @@ func (r *redisLedger) observe(ctx context.Context, err error) error {
 		}
 		return errRedisFull
 	case err != nil && redisUnreachable(err):
-		if r.down.CompareAndSwap(false, true) {
-			r.logger.Error("the shared ledger (Redis) is unavailable: hookgate routes on it answer 503 until it is back",
-				zap.String("store", r.name), zap.Error(err))
+		if _, was := r.outages.LoadOrStore(scope, true); !was {
+			if scope == "" {
+				r.logger.Error("the shared ledger (Redis) is unavailable: hookgate routes on it answer 503 until it is back",
+					zap.String("store", r.name), zap.Error(err))
+			} else {
+				r.logger.Error("the shared ledger (Redis) is unavailable to this route (its Cluster shard cannot serve it): the route answers 503 until it is back",
+					zap.String("store", r.name), zap.String("route", scope), zap.Error(err))
+			}
 		}
 		return errRedisDown
 	}
-	if r.down.CompareAndSwap(true, false) {
-		r.logger.Info("the shared ledger (Redis) is back: hookgate routes on it accept events again", zap.String("store", r.name))
-		r.checkPersistence() // if Redis was down when first used
+	if _, was := r.outages.LoadAndDelete(scope); was {
+		if scope == "" {
+			r.logger.Info("the shared ledger (Redis) is back: hookgate routes on it accept events again", zap.String("store", r.name))
+		} else {
+			r.logger.Info("the shared ledger (Redis) is back for this route: it accepts events again", zap.String("store", r.name), zap.String("route", scope))
+		}
 	}
+	r.checkPersistence()
 	return err
+}
+
+// logGoneEvents logs the queue entries of events gone from Redis that a Lease dropped.
+func (r *redisLedger) logGoneEvents(ns string, n int) {
+	r.logger.Warn("dropped queued events whose data is gone from Redis (evicted under an evicting maxmemory-policy, deleted, or lost in a failover): they cannot be delivered",
+		zap.String("store", r.name), zap.String("route", ns), zap.Int("events", n))
 }
 
 // stored notes a call that stored a new event (a Claim or Accept answered Claimed): the only
@@ -135,35 +172,6 @@ func redisUnreachable(err error) bool {
 		redis.IsAuthError(err) || redis.IsPermissionError(err)
 }
 
-// checkPersistence reads Redis's persistence settings once, in the background, and logs one WARN
-// when they cannot keep the promise that an acknowledged event survives a Redis restart. If
-// Redis cannot be reached it is read again once Redis is back.
-func (r *redisLedger) checkPersistence() {
-	if !r.persistence.CompareAndSwap(persistenceUnchecked, persistenceChecking) {
-		return
-	}
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), persistenceCheckTimeout)
-		defer cancel()
-		warning, err := r.Store.CheckPersistence(ctx)
-		if err != nil && redisUnreachable(err) {
-			r.persistence.Store(persistenceUnchecked)
-			_ = r.observe(ctx, err)
-			return
-		}
-		r.persistence.Store(persistenceChecked)
-		switch {
-		case err != nil:
-			r.logger.Warn("could not read Redis's persistence settings; make sure it runs with appendonly yes and appendfsync always, or an acknowledged event can be lost when Redis restarts",
-				zap.String("store", r.name), zap.Error(err))
-		case warning != "":
-			r.logger.Warn(warning, zap.String("store", r.name))
-		default:
-			r.logger.Info("Redis writes every event to disk before it answers (appendonly yes, appendfsync always)", zap.String("store", r.name))
-		}
-	}()
-}
-
 // Claim implements dedupe.Ledger.
 func (r *redisLedger) Claim(ctx context.Context, c dedupe.Claim) (dedupe.Outcome, error) {
 	// A claim made after its request was answered 503 is released: the provider's retry of the
@@ -176,32 +184,32 @@ func (r *redisLedger) Claim(ctx context.Context, c dedupe.Claim) (dedupe.Outcome
 			_ = r.Store.Release(ctx, c)
 		}
 	}
-	return r.stored(withinOr(ctx, r, func(ctx context.Context) (dedupe.Outcome, error) { return r.Store.Claim(ctx, c) }, release))
+	return r.stored(withinOr(ctx, r, c.Namespace, func(ctx context.Context) (dedupe.Outcome, error) { return r.Store.Claim(ctx, c) }, release))
 }
 
 // Done implements dedupe.Ledger.
 func (r *redisLedger) Done(ctx context.Context, c dedupe.Claim, ttl time.Duration) error {
-	return r.run(ctx, func(ctx context.Context) error { return r.Store.Done(ctx, c, ttl) })
+	return r.run(ctx, c.Namespace, func(ctx context.Context) error { return r.Store.Done(ctx, c, ttl) })
 }
 
 // Release implements dedupe.Ledger.
 func (r *redisLedger) Release(ctx context.Context, c dedupe.Claim) error {
-	return r.run(ctx, func(ctx context.Context) error { return r.Store.Release(ctx, c) })
+	return r.run(ctx, c.Namespace, func(ctx context.Context) error { return r.Store.Release(ctx, c) })
 }
 
 // Accept implements dedupe.Outbox.
 func (r *redisLedger) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, ttl time.Duration) (dedupe.Outcome, error) {
-	return r.stored(within(ctx, r, func(ctx context.Context) (dedupe.Outcome, error) { return r.Store.Accept(ctx, c, ev, ttl) }))
+	return r.stored(within(ctx, r, c.Namespace, func(ctx context.Context) (dedupe.Outcome, error) { return r.Store.Accept(ctx, c, ev, ttl) }))
 }
 
 // Lease implements dedupe.Outbox.
 func (r *redisLedger) Lease(ctx context.Context, ns string, now time.Time, n int, lease time.Duration) ([]*dedupe.Event, error) {
-	return within(ctx, r, func(ctx context.Context) ([]*dedupe.Event, error) { return r.Store.Lease(ctx, ns, now, n, lease) })
+	return within(ctx, r, ns, func(ctx context.Context) ([]*dedupe.Event, error) { return r.Store.Lease(ctx, ns, now, n, lease) })
 }
 
 // Update implements dedupe.Outbox.
 func (r *redisLedger) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration) error {
-	return r.run(ctx, func(ctx context.Context) error { return r.Store.Update(ctx, ev, keep) })
+	return r.run(ctx, ev.Namespace, func(ctx context.Context) error { return r.Store.Update(ctx, ev, keep) })
 }
 
 // DeliveredVersion implements dedupe.Outbox.
@@ -210,7 +218,7 @@ func (r *redisLedger) DeliveredVersion(ctx context.Context, ns, entity string) (
 		version int64
 		ok      bool
 	}
-	f, err := within(ctx, r, func(ctx context.Context) (found, error) {
+	f, err := within(ctx, r, ns, func(ctx context.Context) (found, error) {
 		v, ok, err := r.Store.DeliveredVersion(ctx, ns, entity)
 		return found{v, ok}, err
 	})
@@ -219,12 +227,12 @@ func (r *redisLedger) DeliveredVersion(ctx context.Context, ns, entity string) (
 
 // Get implements dedupe.Outbox.
 func (r *redisLedger) Get(ctx context.Context, ns, id string) (*dedupe.Event, error) {
-	return within(ctx, r, func(ctx context.Context) (*dedupe.Event, error) { return r.Store.Get(ctx, ns, id) })
+	return within(ctx, r, ns, func(ctx context.Context) (*dedupe.Event, error) { return r.Store.Get(ctx, ns, id) })
 }
 
 // List implements dedupe.Outbox.
 func (r *redisLedger) List(ctx context.Context, ns string, state dedupe.State, after dedupe.Cursor, limit int) ([]*dedupe.Event, error) {
-	return within(ctx, r, func(ctx context.Context) ([]*dedupe.Event, error) { return r.Store.List(ctx, ns, state, after, limit) })
+	return within(ctx, r, ns, func(ctx context.Context) ([]*dedupe.Event, error) { return r.Store.List(ctx, ns, state, after, limit) })
 }
 
 // ListDeliveries is List: Redis's listing reads the fields it returns from each event's hash
@@ -235,18 +243,12 @@ func (r *redisLedger) ListDeliveries(ctx context.Context, ns string, state dedup
 
 // Replay implements dedupe.Outbox.
 func (r *redisLedger) Replay(ctx context.Context, ns, id string, now time.Time) error {
-	return r.run(ctx, func(ctx context.Context) error { return r.Store.Replay(ctx, ns, id, now) })
+	return r.run(ctx, ns, func(ctx context.Context) error { return r.Store.Replay(ctx, ns, id, now) })
 }
 
 // Pending is the namespace's backlog.
 func (r *redisLedger) Pending(ctx context.Context, ns string) (int, error) {
-	return within(ctx, r, func(ctx context.Context) (int, error) { return r.Store.Pending(ctx, ns) })
-}
-
-// PendingByNamespace counts the pending events of each namespace that has any.
-func (r *redisLedger) PendingByNamespace(ctx context.Context) (map[string]int, error) {
-	counts, err := r.Store.PendingByNamespace(ctx) // a SCAN of every master, not a request's wait
-	return counts, r.observe(ctx, err)
+	return within(ctx, r, ns, func(ctx context.Context) (int, error) { return r.Store.Pending(ctx, ns) })
 }
 
 // Interface guard

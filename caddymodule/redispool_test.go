@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -30,7 +31,15 @@ func startRedis(t *testing.T, config ...string) *redistest.Server {
 // newTestRedisPool is a pool entry on the server at addr whose log lines the test reads.
 func newTestRedisPool(t *testing.T, addr string) (*pooledLedger, *observer.ObservedLogs) {
 	t.Helper()
-	h := Handler{Storage: &Storage{Backend: "redis", URLs: []string{"redis://" + addr}, Prefix: t.Name()}}
+	return newTestRedisPoolOn(t, &Storage{Backend: "redis", URLs: []string{"redis://" + addr}})
+}
+
+// newTestRedisPoolOn is a pool entry on the Redis storage st (its prefix the test's name) whose
+// log lines the test reads.
+func newTestRedisPoolOn(t *testing.T, st *Storage) (*pooledLedger, *observer.ObservedLogs) {
+	t.Helper()
+	st.Prefix = t.Name()
+	h := Handler{Storage: st}
 	target, err := h.storeTarget()
 	if err != nil {
 		t.Fatal(err)
@@ -115,5 +124,160 @@ func TestRedisOutageLoggedOncePerChange(t *testing.T) {
 	}
 	if down, up := countLogs(logs, zap.ErrorLevel, "is unavailable"), countLogs(logs, zap.InfoLevel, "is back"); down != 1 || up != 1 {
 		t.Fatalf("%d ERROR and %d INFO lines for one outage, want 1 and 1: %v", down, up, logs.All())
+	}
+}
+
+// A least-privilege ACL user (+@all -@dangerous, the common setup) may not run CONFIG: hookgate
+// cannot read the persistence settings and says so in one WARN; that is no outage, so no ERROR
+// "unavailable" and INFO "is back" lines, however many requests and deliverer polls follow.
+func TestRedisUserWithoutConfigWarnsOnceAndIsNeverUnavailable(t *testing.T) {
+	srv := startRedis(t, redistest.Durable...)
+	if _, err := srv.Command("acl", "setuser", "hookgate", "on", ">s3cret", "~*", "&*", "+@all", "-@dangerous"); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOOKGATE_TEST_REDIS_PASSWORD", "s3cret")
+	pool, logs := newTestRedisPoolOn(t, &Storage{Backend: "redis", URLs: []string{"redis://" + srv.Addr},
+		Username: "hookgate", Password: "{env.HOOKGATE_TEST_REDIS_PASSWORD}"})
+	ctx := context.Background()
+	request := func(i int) {
+		t.Helper()
+		id := fmt.Sprintf("evt_%d", i)
+		ev := &dedupe.Event{ID: id, Method: "POST", URI: "/", AcceptedAt: time.Now()}
+		if out, err := pool.Accept(ctx, dedupe.Claim{Namespace: "r", ID: id, Lease: time.Minute}, ev, time.Hour); err != nil || out != dedupe.Claimed {
+			t.Fatalf("request %d: %v %v, want it accepted", i, out, err)
+		}
+		if _, err := pool.Lease(ctx, "r", time.Now(), 1, time.Minute); err != nil { // the deliverer's poll
+			t.Fatalf("poll %d: %v", i, err)
+		}
+	}
+	for i := range 100 {
+		request(i)
+	}
+	waitFor(t, "the persistence check's line", 10*time.Second, func() bool {
+		return countLogs(logs, zap.WarnLevel, "could not read Redis's persistence settings") > 0 || len(logs.FilterLevelExact(zap.ErrorLevel).All()) > 0
+	})
+	for i := 100; i < 200; i++ {
+		request(i)
+	}
+	errors, back, warns := len(logs.FilterLevelExact(zap.ErrorLevel).All()), countLogs(logs, zap.InfoLevel, "is back"), len(logs.FilterLevelExact(zap.WarnLevel).All())
+	if errors != 0 || back != 0 || warns != 1 {
+		t.Fatalf("200 requests by a user without CONFIG: %d ERROR, %d 'is back' and %d WARN lines, want 0, 0 and 1: %v", errors, back, warns, logs.All())
+	}
+}
+
+// A failover (Sentinel promoting a replica, a managed Redis replacing its server behind the same
+// name) can put a server with other persistence settings behind the client: they are read again
+// after the client reconnects, and a change is logged once.
+func TestRedisPersistenceCheckedAgainAfterReconnect(t *testing.T) {
+	srv := startRedis(t, redistest.Durable...)
+	pool, logs := newTestRedisPool(t, srv.Addr)
+	ctx := context.Background()
+	claim := func(id string) error {
+		_, err := pool.Claim(ctx, dedupe.Claim{Namespace: "r", ID: id, Lease: time.Minute})
+		return err
+	}
+	if err := claim("evt_before"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the durable INFO", 10*time.Second, func() bool { return countLogs(logs, zap.InfoLevel, "writes every event to disk") == 1 })
+
+	// The server behind the address comes back without the append-only file.
+	srv.Stop()
+	conf := filepath.Join(srv.Dir, "redis.conf")
+	f, err := os.OpenFile(conf, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("appendonly no\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "claims to work again", 10*time.Second, func() bool { return claim(fmt.Sprintf("evt_up_%d", time.Now().UnixNano())) == nil })
+	waitFor(t, "the WARN about the new server's persistence", 10*time.Second, func() bool {
+		return countLogs(logs, zap.WarnLevel, "without the append-only file") > 0
+	})
+	for i := range 20 {
+		if err := claim(fmt.Sprintf("evt_after_%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if warns, infos := countLogs(logs, zap.WarnLevel, "without the append-only file"), countLogs(logs, zap.InfoLevel, "writes every event to disk"); warns != 1 || infos != 1 {
+		t.Fatalf("%d WARNs for the new settings and %d INFOs for the old ones, want 1 and 1: %v", warns, infos, logs.All())
+	}
+}
+
+// On a Cluster each route lives on one shard: a shard that cannot serve one route's slot
+// (TRYAGAIN while the slot moves, CLUSTERDOWN) makes that route unavailable, logged once for
+// it, while another route's requests, served by their shard, neither report an outage nor its
+// end each time they succeed.
+func TestRedisClusterSlotRefusalIsItsRoutesOutageOnly(t *testing.T) {
+	c, err := redistest.StartCluster(filepath.Join(t.TempDir(), "cluster"), 3, redistest.Durable...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	pool, logs := newTestRedisPoolOn(t, &Storage{Backend: "redis", URLs: []string{"redis://" + c.Nodes[0].Addr}, Cluster: true})
+	ctx := context.Background()
+	accept := func(ns, id string) error {
+		ev := &dedupe.Event{ID: id, Method: "POST", URI: "/", AcceptedAt: time.Now()}
+		_, err := pool.Accept(ctx, dedupe.Claim{Namespace: ns, ID: id, Lease: time.Minute}, ev, time.Hour)
+		return err
+	}
+	for _, ns := range []string{"moving", "calm"} {
+		if err := accept(ns, "evt_first"); err != nil { // the route's slot holds keys
+			t.Fatal(err)
+		}
+	}
+	// "moving"'s slot starts moving to another master, as redis-cli --cluster reshard does, and
+	// stays half-way: its scripts are answered TRYAGAIN.
+	slot, err := c.Nodes[0].Command("cluster", "keyslot", "{"+t.Name()+":moving}:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var src, dst *redistest.Server
+	for _, n := range c.Nodes {
+		if keys, _ := n.Command("cluster", "countkeysinslot", slot); keys != "0" {
+			src = n
+		} else if dst == nil {
+			dst = n
+		}
+	}
+	srcID, _ := src.Command("cluster", "myid")
+	dstID, _ := dst.Command("cluster", "myid")
+	for _, cmd := range [][]string{{"cluster", "setslot", slot, "importing", srcID}, {"cluster", "setslot", slot, "migrating", dstID}} {
+		node := dst
+		if cmd[3] == "migrating" {
+			node = src
+		}
+		if out, err := node.Command(cmd...); err != nil || out != "OK" {
+			t.Fatalf("%v: %q %v", cmd, out, err)
+		}
+	}
+	for i := range 20 {
+		if err := accept("moving", fmt.Sprintf("evt_%d", i)); !errors.Is(err, errRedisDown) {
+			t.Fatalf("accept on the moving slot: %v, want errRedisDown", err)
+		}
+		if err := accept("calm", fmt.Sprintf("evt_%d", i)); err != nil {
+			t.Fatalf("accept on another route: %v", err)
+		}
+	}
+	down := logs.FilterLevelExact(zap.ErrorLevel).FilterMessageSnippet("is unavailable")
+	if down.Len() != 1 || down.FilterField(zap.String("route", "moving")).Len() != 1 || countLogs(logs, zap.InfoLevel, "is back") != 0 {
+		t.Fatalf("one route's slot refused 20 times, another route served 20 times: %v, want one ERROR for route moving and no 'is back'", logs.All())
+	}
+	for _, n := range []*redistest.Server{src, dst} {
+		if _, err := n.Command("cluster", "setslot", slot, "stable"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := accept("moving", "evt_after"); err != nil {
+		t.Fatalf("accept once the slot is stable again: %v", err)
+	}
+	back := logs.FilterLevelExact(zap.InfoLevel).FilterMessageSnippet("is back")
+	if back.Len() != 1 || back.FilterField(zap.String("route", "moving")).Len() != 1 {
+		t.Fatalf("the moving route served again: %v, want one 'is back' for it", logs.All())
 	}
 }

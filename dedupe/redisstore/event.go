@@ -33,7 +33,8 @@ const (
 	fieldHeader     = "hdr"  // encodeHeader; dropped once Delivered or Superseded
 	fieldBody       = "body" // dropped once Delivered or Superseded
 	fieldMember     = "lx"   // its member in the state listings (listMember)
-	// The lease script keeps "ln" too: the token of the Lease call that leased it last.
+	// The lease script keeps "ln" too: the token of the Lease call that leased it last; the
+	// replay script "rp": the token of the Replay call that replayed it last.
 )
 
 // listFields are the fields List returns: all but the header and body.

@@ -41,6 +41,11 @@ const (
 //
 // Each run of the script has a token, kept in the hashes of the events it hands out ("ln"): run
 // again by go-redis after a lost reply, it hands out what its first run leased.
+//
+// A queue entry whose event's hash is gone (Redis evicted it under an evicting maxmemory-policy,
+// someone deleted it, a failover lost it) is dropped as the script meets it, and so, over the
+// next calls, are such events' members of the Pending listing, so that neither holds up the queue
+// nor counts in Pending; the call reports how many it dropped to the OnGoneEvents function.
 func (s *Store) Lease(ctx context.Context, namespace string, now time.Time, n int, lease time.Duration) ([]*dedupe.Event, error) {
 	if lease <= 0 {
 		return nil, fmt.Errorf("redisstore: lease: lease must be positive, got %v", lease)
@@ -55,9 +60,15 @@ func (s *Store) Lease(ctx context.Context, namespace string, now time.Time, n in
 	n = min(n, leaseMax)
 	until := now.Add(lease)
 	var out []*dedupe.Event
-	bytes := 0
+	bytes, gone := 0, 0
+	defer func() {
+		if gone > 0 && s.gone != nil {
+			s.gone(namespace, gone)
+		}
+	}()
 	for round := range leaseRounds {
-		evs, cut, err := s.leaseRound(ctx, t, namespace, now, n-len(out), until, leaseBytes-bytes)
+		evs, cut, dropped, err := s.leaseRound(ctx, t, namespace, now, n-len(out), until, leaseBytes-bytes)
+		gone += dropped
 		if err != nil {
 			if round > 0 {
 				break // what earlier rounds leased is handed out; the next call meets the error again
@@ -76,22 +87,24 @@ func (s *Store) Lease(ctx context.Context, namespace string, now time.Time, n in
 }
 
 // leaseRound runs the lease script once, for up to n events and maxBytes of bodies; cut says it
-// stopped on its scan budget with fewer than n handed out, so that due entries may be left.
-func (s *Store) leaseRound(ctx context.Context, t, namespace string, now time.Time, n int, until time.Time, maxBytes int) ([]*dedupe.Event, bool, error) {
-	res, err := leaseScript.Run(ctx, s.client, scriptKeys(t, "q", "L"), micros(now), strconv.Itoa(n), micros(until), nanos(until),
-		strconv.Itoa(n+leaseScan), strconv.Itoa(maxBytes), rand.Text()).Slice()
+// stopped on its scan budget with fewer than n handed out, so that due entries may be left; gone
+// is the number of queue entries of gone events it dropped.
+func (s *Store) leaseRound(ctx context.Context, t, namespace string, now time.Time, n int, until time.Time, maxBytes int) (evs []*dedupe.Event, cut bool, gone int, err error) {
+	res, err := leaseScript.Run(ctx, s.client, scriptKeys(t, "q", "L", "z", "s:"+string(dedupe.Pending)), micros(now), strconv.Itoa(n),
+		micros(until), nanos(until), strconv.Itoa(n+leaseScan), strconv.Itoa(maxBytes), rand.Text()).Slice()
 	if err != nil {
-		return nil, false, err
+		return nil, false, 0, err
 	}
-	if len(res) == 0 {
-		return nil, false, fmt.Errorf("empty reply from the script")
+	if len(res) < 2 {
+		return nil, false, 0, fmt.Errorf("short reply from the script")
 	}
-	cut, _ := res[0].(int64)
-	out := make([]*dedupe.Event, 0, len(res)-1)
-	for _, r := range res[1:] {
+	cutFlag, _ := res[0].(int64)
+	dropped, _ := res[1].(int64)
+	out := make([]*dedupe.Event, 0, len(res)-2)
+	for _, r := range res[2:] {
 		pairs, ok := r.([]any)
 		if !ok || len(pairs)%2 != 0 {
-			return nil, false, fmt.Errorf("unexpected reply %T from the script", r)
+			return nil, false, int(dropped), fmt.Errorf("unexpected reply %T from the script", r)
 		}
 		fields := make(map[string]string, len(pairs)/2)
 		for i := 0; i < len(pairs); i += 2 {
@@ -101,11 +114,11 @@ func (s *Store) leaseRound(ctx context.Context, t, namespace string, now time.Ti
 		}
 		ev, err := decodeEvent(namespace, idOfMember(fields[fieldMember]), fields)
 		if err != nil {
-			return nil, false, err
+			return nil, false, int(dropped), err
 		}
 		out = append(out, ev)
 	}
-	return out, cut == 1, nil
+	return out, cutFlag == 1, int(dropped), nil
 }
 
 // idOfMember is the event ID in a listing member (listMember).

@@ -253,3 +253,48 @@ func TestExpiredFinalEventsLeaveNoListingEntries(t *testing.T) {
 		}
 	}
 }
+
+// Queue entries of events whose hash is gone (evicted under allkeys-lru, deleted by hand, lost
+// in a failover) are dropped as Lease meets them, with the events' Pending listing members: a
+// live event behind more of them than one Lease examines goes out within a few calls, Pending
+// (and so max_pending) counts only it, and the store reports the count, once per call.
+func TestLeaseDropsEntriesOfGoneEvents(t *testing.T) {
+	s := newStore(t)
+	var reports []int
+	s.OnGoneEvents(func(namespace string, n int) {
+		if namespace != ns {
+			t.Errorf("gone events reported for namespace %q", namespace)
+		}
+		reports = append(reports, n)
+	})
+	tag, _ := s.tag(ns)
+	const gone = 300 // more than one run of the script examines (leaseScan)
+	for i := range gone {
+		accept(t, s, claim(fmt.Sprintf("gone%03d", i)), base.Add(time.Duration(i)*time.Microsecond))
+	}
+	accept(t, s, claim("live"), base.Add(time.Second))
+	for i := range gone {
+		s.client.Del(ctx, fmt.Sprintf("%se:gone%03d", tag, i))
+	}
+	var got []*dedupe.Event
+	calls := 0
+	for ; calls < 3 && len(got) == 0; calls++ {
+		got = lease(t, s, base.Add(2*time.Second), 1)
+	}
+	if len(got) != 1 || got[0].ID != "live" {
+		t.Fatalf("Lease behind %d entries of gone events, %d calls: %v, want [live]", gone, calls, ids(got))
+	}
+	if n, err := s.Pending(ctx, ns); err != nil || n != 1 {
+		t.Fatalf("Pending with one live event behind %d gone ones: %d %v, want 1", gone, n, err)
+	}
+	if n := s.client.ZCard(ctx, tag+"q").Val(); n != 1 {
+		t.Fatalf("%d queue entries left, want the live event's", n)
+	}
+	total := 0
+	for _, n := range reports {
+		total += n
+	}
+	if total != gone || len(reports) > calls {
+		t.Fatalf("gone events reported %v over %d Lease calls, want %d in all, at most once per call", reports, calls, gone)
+	}
+}

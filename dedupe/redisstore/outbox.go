@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"strconv"
@@ -127,6 +128,8 @@ func (s *Store) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration
 
 // Replay implements dedupe.Outbox in one script. The event keeps its LastStatus and LastError
 // as a record of why it died, until the next attempt replaces them, and its body and header.
+// The replay keeps a token of this call in the event's hash: run again by go-redis after a lost
+// reply, the call answers nil as its first run did, rather than dedupe.ErrNotDead.
 func (s *Store) Replay(ctx context.Context, namespace, id string, now time.Time) error {
 	t, err := s.tag(namespace)
 	if err != nil {
@@ -136,7 +139,7 @@ func (s *Store) Replay(ctx context.Context, namespace, id string, now time.Time)
 		return errors.New("redisstore: replay: empty event ID")
 	}
 	keys := scriptKeys(t, "e:"+id, "q", "x", "s:"+string(dedupe.Pending), "s:"+string(dedupe.Dead))
-	res, err := replayScript.Run(ctx, s.client, keys, id, nanos(now), micros(now)).StringSlice()
+	res, err := replayScript.Run(ctx, s.client, keys, id, nanos(now), micros(now), rand.Text()).StringSlice()
 	if err != nil {
 		return fmt.Errorf("redisstore: replay: %w", err)
 	}

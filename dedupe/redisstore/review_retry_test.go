@@ -137,3 +137,48 @@ func TestReviewRetriedLeaseStrandsNothing(t *testing.T) {
 		t.Fatalf("Lease, its reply lost and retried by the client: nothing handed out (err %v); e1 is leased to nobody for a minute and e2 waits behind it", err)
 	}
 }
+
+// A Replay that Redis ran but whose reply is lost, run again by the client, must report the
+// replay that happened, not "not dead" (the admin API's 409, and replay-all counting it as
+// failed), and the event is queued once.
+func TestRetriedReplaySucceedsAndQueuesTheEventOnce(t *testing.T) {
+	p := newDropProxy(t, server.Addr)
+	s := retryingStore(t, p, newPrefix())
+	for _, id := range []string{"warm-up", "d1"} {
+		accept(t, s, claim(id), base)
+		ev := lease(t, s, base, 1)[0]
+		ev.State = dedupe.Dead
+		if err := s.Update(ctx, ev, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Replay(ctx, ns, "warm-up", base); err != nil { // the server knows the script: EVALSHA runs it
+		t.Fatal(err)
+	}
+	warm := lease(t, s, base.Add(time.Second), 1)
+	if len(warm) != 1 {
+		t.Fatalf("the warm-up replay: %v", ids(warm))
+	}
+	warm[0].State = dedupe.Delivered
+	if err := s.Update(ctx, warm[0], time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	p.armed.Store(true)
+	now := base.Add(time.Hour)
+	if err := s.Replay(ctx, ns, "d1", now); err != nil {
+		t.Fatalf("Replay, its reply lost and retried by the client: %v", err)
+	}
+	if p.armed.Load() {
+		t.Fatal("no reply was dropped")
+	}
+	if err := s.Replay(ctx, ns, "d1", now); !errors.Is(err, dedupe.ErrNotDead) {
+		t.Fatalf("another Replay of the replayed event: %v, want ErrNotDead", err)
+	}
+	got := lease(t, s, now, 10)
+	if len(got) != 1 || got[0].ID != "d1" {
+		t.Fatalf("leased after the replay: %v, want d1 once", ids(got))
+	}
+	if n, _ := s.Pending(ctx, ns); n != 1 {
+		t.Fatalf("Pending after the replay: %d, want 1", n)
+	}
+}

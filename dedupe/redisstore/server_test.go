@@ -52,6 +52,23 @@ func TestCheckPersistence(t *testing.T) {
 	}
 }
 
+// appendfsync always does not fsync while the append-only file is rewritten when
+// no-appendfsync-on-rewrite is yes: what was acknowledged meanwhile is only in the OS's cache.
+func TestCheckPersistenceWarnsOfNoFsyncDuringRewrites(t *testing.T) {
+	srv := ownServer(t, append(redistest.Durable, "no-appendfsync-on-rewrite yes")...)
+	s := storeAt(t, srv.Addr, "")
+	warning, err := s.CheckPersistence(ctx)
+	if err != nil || !strings.Contains(warning, "no-appendfsync-on-rewrite") || !strings.Contains(warning, srv.Addr) {
+		t.Fatalf("appendfsync always, no-appendfsync-on-rewrite yes: %q %v, want a warning naming the setting", warning, err)
+	}
+	if _, err := srv.Command("config", "set", "no-appendfsync-on-rewrite", "no"); err != nil {
+		t.Fatal(err)
+	}
+	if warning, err := s.CheckPersistence(ctx); warning != "" || err != nil {
+		t.Fatalf("no-appendfsync-on-rewrite no: %q %v, want no warning", warning, err)
+	}
+}
+
 // With Redis down every call fails (the caller answers 503) and none claims success; once it is
 // back the store works again, with what it acknowledged before.
 func TestRedisDownFailsThenRecovers(t *testing.T) {

@@ -25,6 +25,8 @@ type Store struct {
 	perRequest redis.Scripter
 	// escapedPrefix is the prefix as it appears in keys (see tag).
 	escapedPrefix string
+	// gone is told of the queue entries of gone events each Lease dropped (OnGoneEvents).
+	gone func(namespace string, n int)
 }
 
 // New returns a store over client; prefix "" means "hookgate". The store owns the client: Close
@@ -35,6 +37,11 @@ func New(client redis.UniversalClient, prefix string) *Store {
 	}
 	return &Store{client: client, perRequest: autoPipelined(client), escapedPrefix: escape(prefix, ":{}")}
 }
+
+// OnGoneEvents sets fn to be told, once per Lease call that dropped any, how many queue entries
+// of events whose hash is gone from Redis (evicted, deleted, lost in a failover) it dropped: those
+// events are lost, and an operator should hear of it. Set it before the store is used.
+func (s *Store) OnGoneEvents(fn func(namespace string, n int)) { s.gone = fn }
 
 // autoPipelined is client's auto-pipeliner (single server, Sentinel or Cluster client), or
 // client itself when it has none. Closing the client closes it.

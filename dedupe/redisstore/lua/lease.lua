@@ -1,19 +1,19 @@
 -- Lease. ARGV: 1 now µs, 2 n, 3 lease end µs, 4 lease end ns, 5 entries to examine at most,
--- 6 body bytes after which to stop, 7 this run's token. Returns {cut, fields...}: cut is 1 when
--- it stopped on the entries to examine with fewer than n events handed out, then each leased
--- event's fields (HGETALL).
+-- 6 body bytes after which to stop, 7 this run's token. Returns {cut, gone, fields...}: cut is 1
+-- when it stopped on the entries to examine with fewer than n events handed out, gone the number
+-- of queue entries of gone events it dropped, then each leased event's fields (HGETALL).
 local now, n, untilUs, untilNs = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local budget, maxBytes, run = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
 local q = T .. 'q'
 
 -- The same call run again (go-redis runs a call again when its reply was lost) hands out what
 -- its first run leased: those events are due at the lease end and marked with the call's token.
-local again = {1}
+local again = {1, 0}
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', q, untilUs, untilUs, 'LIMIT', 0, 4 * n)) do
   local h = T .. 'e:' .. id
   if redis.call('HGET', h, 'ln') == run then again[#again + 1] = redis.call('HGETALL', h) end
 end
-if #again > 1 then return again end
+if #again > 2 then return again end
 
 -- Entities whose holder's lease lapsed are free again.
 for _, entity in ipairs(redis.call('ZRANGEBYSCORE', T .. 'L', '-inf', ARGV[1], 'LIMIT', 0, budget)) do
@@ -22,20 +22,23 @@ end
 
 -- The due entries are read a few more than still wanted at a time, not the whole budget at once:
 -- most runs hand out the first n, and each entry read costs Redis its score's formatting.
-local out, bytes, mine, examined, left = {0}, 0, {}, 0, 0
-local function wanted() return #out - 1 < n and bytes < maxBytes end
+local out, bytes, mine, examined, left, gone = {0, 0}, 0, {}, 0, 0, 0
+local function wanted() return #out - 2 < n and bytes < maxBytes end
 while wanted() and examined < budget do
-  local chunk = math.min(n - (#out - 1) + 8, budget - examined)
+  local chunk = math.min(n - (#out - 2) + 8, budget - examined)
   local due = redis.call('ZRANGEBYSCORE', q, '-inf', ARGV[1], 'LIMIT', left, chunk)
   for _, id in ipairs(due) do
     if not wanted() then break end
     examined = examined + 1
     local h = T .. 'e:' .. id
     local cur = redis.call('HMGET', h, 'st', 'ent', 'bb')
-    if not cur[1] then
-      -- Its hash is missing, which the scripts never leave so: Redis lost it, or it has not come
-      -- back yet (a restore in progress). Leave the entry, handed out once the hash is there.
-      left = left + 1
+    if not cur[1] and redis.call('EXISTS', h) == 0 then
+      -- Its hash is gone, which the scripts never leave so: Redis evicted or lost it, or someone
+      -- deleted it. Nothing is left to deliver; kept, the entry would be met by every Lease.
+      redis.call('ZREM', q, id)
+      gone = gone + 1
+    elseif not cur[1] then
+      left = left + 1 -- a hash without a state, which no script writes: leave it be
     elseif cur[1] ~= 'pending' then
       redis.call('ZREM', q, id) -- cannot happen while the scripts keep the queue; never hand it out
     else
@@ -75,4 +78,29 @@ while wanted() and examined < budget do
   if #due < chunk then break end -- nothing more is due
 end
 if examined >= budget and wanted() then out[1] = 1 end
+out[2] = gone
+
+-- A gone event's member in the Pending listing would count in Pending and max_pending for good.
+-- Once Lease has met a gone event, it walks the listing, as many members per run as it may
+-- examine, from where the last run stopped, and drops the members of gone events. T z holds the
+-- walk: '1' if gone events were met since it began (their members may lie behind it: walk the
+-- listing once more after its end) or '0', then the ZRANGEBYLEX bound it goes on from.
+local walk = redis.call('GET', T .. 'z')
+if gone > 0 then
+  if walk then walk = '1' .. string.sub(walk, 2) else walk = '0-' end
+end
+if walk then
+  local p = T .. 's:pending'
+  local members = redis.call('ZRANGEBYLEX', p, string.sub(walk, 2), '+', 'LIMIT', 0, budget)
+  for _, m in ipairs(members) do
+    if redis.call('EXISTS', T .. 'e:' .. string.sub(m, 17)) == 0 then redis.call('ZREM', p, m) end
+  end
+  if #members == budget then
+    redis.call('SET', T .. 'z', string.sub(walk, 1, 1) .. '(' .. members[#members])
+  elseif string.sub(walk, 1, 1) == '1' then
+    redis.call('SET', T .. 'z', '0-')
+  else
+    redis.call('DEL', T .. 'z')
+  end
+end
 return out

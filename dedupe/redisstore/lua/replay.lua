@@ -1,11 +1,15 @@
--- Replay. ARGV: 1 event ID, 2 now ns, 3 now µs. Returns {'ok'}, {'not-found'} or {'not-dead', state}.
+-- Replay. ARGV: 1 event ID, 2 now ns, 3 now µs, 4 this call's token. Returns {'ok'},
+-- {'not-found'} or {'not-dead', state}. The replayed event keeps the call's token ('rp'): the
+-- same call run again (go-redis runs a call again when its reply was lost) finds its own replay
+-- done, and answers 'ok' as its first run did.
 local id = ARGV[1]
 local h = T .. 'e:' .. id
-local cur = redis.call('HMGET', h, 'st', 'lx')
+local cur = redis.call('HMGET', h, 'st', 'lx', 'rp')
 if not cur[1] then return {'not-found'} end
+if cur[3] == ARGV[4] then return {'ok'} end
 if cur[1] ~= 'dead' then return {'not-dead', cur[1]} end
 redis.call('PERSIST', h)
-redis.call('HSET', h, 'st', 'pending', 'att', '0', 'nxt', ARGV[2], 'upd', ARGV[2])
+redis.call('HSET', h, 'st', 'pending', 'att', '0', 'nxt', ARGV[2], 'upd', ARGV[2], 'rp', ARGV[4])
 redis.call('ZREM', T .. 's:dead', cur[2])
 redis.call('ZREM', T .. 'x', cur[2])
 redis.call('ZADD', T .. 's:pending', 0, cur[2])
