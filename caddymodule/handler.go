@@ -30,6 +30,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if err := h.verifier.CheckHeaders(r.Header, time.Now()); err != nil {
 		return out.unread(r).reject(http.StatusUnauthorized, err)
 	}
+	if err := h.checkRequestHost(r); err != nil { // the host of a signed URL (sitehosts.go)
+		return out.unread(r).reject(http.StatusUnauthorized, err)
+	}
 	reserved, answered, err := h.reserveBody(out, r)
 	if answered {
 		return err
