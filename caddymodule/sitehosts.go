@@ -32,13 +32,21 @@ func (h *Handler) fillSiteHosts(helper httpcaddyfile.Helper) {
 // should a later Caddy rename it, none are found and URL-signing routes ask for public_url, which
 // TestSiteHostsFromTheSiteAddresses catches.
 func siteAddresses(helper httpcaddyfile.Helper) []string {
-	keys := reflect.ValueOf(helper).FieldByName("parentBlock").FieldByName("Keys")
+	block := reflect.ValueOf(helper).FieldByName("parentBlock")
+	if block.Kind() != reflect.Struct {
+		return nil
+	}
+	keys := block.FieldByName("Keys")
 	if keys.Kind() != reflect.Slice {
 		return nil
 	}
 	addresses := make([]string, 0, keys.Len())
 	for i := range keys.Len() {
-		text := keys.Index(i).FieldByName("Text")
+		key := keys.Index(i)
+		if key.Kind() != reflect.Struct {
+			return nil
+		}
+		text := key.FieldByName("Text")
 		if text.Kind() != reflect.String {
 			return nil
 		}
@@ -54,7 +62,7 @@ func siteHosts(addresses []string, httpPort, httpsPort any) []string {
 	var hosts []string
 	for _, raw := range addresses {
 		addr, err := httpcaddyfile.ParseAddress(raw)
-		if err != nil || addr.Host == "" || strings.ContainsAny(addr.Host, "*{}") {
+		if err != nil || addr.Host == "" || strings.ContainsAny(addr.Host+addr.Port, "*{}") {
 			return nil
 		}
 		port := addr.Port
