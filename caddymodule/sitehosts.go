@@ -22,7 +22,7 @@ import (
 // public_url is unset and every address names an exact host; otherwise it leaves it empty, and a
 // URL-signing scheme is then refused at provision time.
 func (h *Handler) fillSiteHosts(helper httpcaddyfile.Helper) {
-	if h.PublicURL == "" {
+	if h.PublicURL == "" && !helper.IsNamedRoute() { // a named route runs in any site
 		h.SiteHosts = siteHosts(siteAddresses(helper), helper.Option("http_port"), helper.Option("https_port"))
 	}
 }

@@ -55,6 +55,11 @@ func TestURLSigningSiteWithoutHostNameNeedsPublicURL(t *testing.T) {
 			})
 		}
 	}
+	named := strings.Replace(testSite, "bind 127.0.0.1\n", "bind 127.0.0.1\n\tinvoke twilio\n}\n", 1) +
+		fmt.Sprintf("&(twilio) {\n\thookgate {\n\t\tpreset twilio\n\t\tsecret x\n\t\tstorage badger %s\n\t}\n}\n", storageDir)
+	if err := validateCaddyfile(t, named); err == nil || !strings.Contains(err.Error(), "set public_url") {
+		t.Fatalf("twilio in a named route, which runs in any site, without public_url: %v, want it refused", err)
+	}
 	cfg := strings.Replace(presetGatewayConfig("standard", "sitehost_hmac", unusedUpstream), "http://localhost:9080 {", "http://:9080 {", 1)
 	if err := validateCaddyfile(t, cfg); err != nil {
 		t.Fatalf("a scheme that does not sign the URL, on a site without a host name: %v", err)
