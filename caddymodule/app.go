@@ -21,7 +21,9 @@ func init() {
 type App struct {
 	// BodyBudget bounds the request bodies all hookgate routes of the server hold in memory at
 	// once, in bytes: each request reserves its Content-Length (max_body when unknown) before its
-	// body is read, and past the budget new requests are answered 503 with Retry-After, unread.
+	// body is read, with what verifying such a body allocates besides (verify's WorkingMemory:
+	// twilio's form parameters, an Ed25519 key's copy of the signed message) until it is
+	// verified, and past the budget new requests are answered 503 with Retry-After, unread.
 	// Default: a quarter of the Go memory limit (GOMEMLIMIT, or what Caddy set from the
 	// container's memory cap), at most 64 MiB.
 	BodyBudget int64 `json:"body_budget,omitempty"`

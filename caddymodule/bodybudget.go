@@ -65,22 +65,40 @@ func (b *bodyBudget) release(n int64) {
 	b.used.Add(-n)
 }
 
+// reservation is a request's share of the body budget: its body's, held until the route is done
+// with it, and what verifying it allocates besides (verify.Verifier.WorkingMemory: a public key's
+// copy of the signed message, a form's parameters), given back once it is verified.
+type reservation struct{ body, work int64 }
+
+// verified gives back the working share: verification is over.
+func (r *reservation) verified() {
+	bufferedBodies.release(r.work)
+	r.work = 0
+}
+
+// release gives back what is still reserved.
+func (r *reservation) release() {
+	bufferedBodies.release(r.body + r.work)
+}
+
 // reserveBody reserves, before any of the body is read, the memory it will take: its
-// Content-Length, or max_body when the length is not known (chunked). It answers 413 itself for a
-// declared length over max_body, and 503 when the budget is full; answered is then true.
-func (h *Handler) reserveBody(out *outcome, r *http.Request) (reserved int64, answered bool, _ error) {
+// Content-Length, or max_body when the length is not known (chunked), and what verifying a body
+// of that size allocates. It answers 413 itself for a declared length over max_body, and 503 when
+// the budget is full; answered is then true.
+func (h *Handler) reserveBody(out *outcome, r *http.Request) (_ *reservation, answered bool, _ error) {
 	size := r.ContentLength
 	if size > h.MaxBody {
-		return 0, true, out.unread(r).reject(http.StatusRequestEntityTooLarge, errTooLarge(h.MaxBody))
+		return nil, true, out.unread(r).reject(http.StatusRequestEntityTooLarge, errTooLarge(h.MaxBody))
 	}
 	if size < 0 {
 		size = h.MaxBody
 	}
-	if !bufferedBodies.reserve(size, h.app.bodyBudget) {
-		return 0, true, out.unread(r).busy(reasonBodyBudget, fmt.Sprintf("busy: the request bodies being received fill the server's body_budget (%s)",
+	held := &reservation{body: size, work: h.verifier.WorkingMemory(size)}
+	if !bufferedBodies.reserve(held.body+held.work, h.app.bodyBudget) {
+		return nil, true, out.unread(r).busy(reasonBodyBudget, fmt.Sprintf("busy: the request bodies being received fill the server's body_budget (%s)",
 			humanize.IBytes(uint64(h.app.bodyBudget))))
 	}
-	return size, false, nil
+	return held, false, nil
 }
 
 // provisionBodyBudget settles the app's body budget: BodyBudget, or the default.
@@ -96,12 +114,16 @@ func (a *App) provisionBodyBudget() error {
 	return nil
 }
 
-// fitsBodyBudget refuses a max_body that the body budget could never hold: such a request would
-// be answered 503 forever.
+// fitsBodyBudget refuses a max_body that the body budget could never hold, with what verifying such
+// a body allocates: such a request would be answered 503 forever.
 func (h *Handler) fitsBodyBudget() error {
-	if h.MaxBody > h.app.bodyBudget {
-		return fmt.Errorf("hookgate: max_body %s is more than the server's body_budget %s: raise body_budget in the hookgate global option",
-			humanize.IBytes(uint64(h.MaxBody)), humanize.IBytes(uint64(h.app.bodyBudget)))
+	need, work := h.MaxBody, ""
+	if w := h.verifier.WorkingMemory(h.MaxBody); w > 0 {
+		need, work = need+w, fmt.Sprintf(" with the %s its %s verification allocates besides", humanize.IBytes(uint64(w)), h.scheme)
+	}
+	if need > h.app.bodyBudget {
+		return fmt.Errorf("hookgate: max_body %s%s is more than the server's body_budget %s: raise body_budget in the hookgate global option",
+			humanize.IBytes(uint64(h.MaxBody)), work, humanize.IBytes(uint64(h.app.bodyBudget)))
 	}
 	return nil
 }

@@ -16,6 +16,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddytest"
+
+	"github.com/hookgate/hookgate/verify"
 )
 
 // openRequest writes a request's head and the first sent bytes of its body to a new connection,
@@ -224,5 +226,40 @@ func TestBodyBudgetGlobalOption(t *testing.T) {
 	_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(budgetConfig("lots", "badbudget", unusedUpstream)), nil)
 	if err == nil || !strings.Contains(err.Error(), "body_budget") {
 		t.Fatalf("body_budget lots: %v, want a parse error", err)
+	}
+}
+
+// A route whose verification allocates beside the body (Twilio's form parameters; a public key's
+// copy of the signed message) reserves that too, from before the body is read until it is
+// verified: the budget bounds the memory forged bodies take, not just their bytes. A max_body
+// whose body and working memory the budget could never hold is refused when the config loads.
+func TestBodyBudgetReservesVerificationWorkingMemory(t *testing.T) {
+	up := newUpstream(t)
+	tester := caddytest.NewTester(t)
+	twilio := func(budget, name, upstreamAddr string) string {
+		return strings.Replace(budgetConfig(budget, name, upstreamAddr), "preset  standard", "preset  twilio", 1)
+	}
+	tester.InitServer(twilio("1MiB", "budget_twilio", up.Listener.Addr().String()), "caddyfile") // max_body 4KiB
+	waitFor(t, "earlier tests' bodies to be released", 5*time.Second, func() bool { return bufferedBodies.used.Load() == 0 })
+	cfg, _ := verify.Preset("twilio")
+	v, err := verify.New(cfg, []string{testSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := v.WorkingMemory(4096)
+	if work < 2*4096 {
+		t.Fatalf("Twilio's working memory for 4 KiB: %d bytes, want at least twice the body", work)
+	}
+
+	forged := http.Header{"X-Twilio-Signature": {"AAAAAAAAAAAAAAAAAAAAAAAAAAA="}, "I-Twilio-Idempotency-Token": {"budget-twilio-1"}}
+	holder := openRequest(t, "localhost:9080", "/hooks/test", forged, 4096, make([]byte, 100))
+	waitFor(t, fmt.Sprintf("the slow sender to hold its 4 KiB body and the %d bytes verifying it takes", work), 5*time.Second,
+		func() bool { return bufferedBodies.used.Load() == 4096+work })
+	holder.Close()
+	waitFor(t, "the slow sender's share to come back", 5*time.Second, func() bool { return bufferedBodies.used.Load() == 0 })
+
+	if err := validateCaddyfile(t, twilio("16KiB", "budget_twilio_small", unusedUpstream)); err == nil ||
+		!strings.Contains(err.Error(), "its twilio verification allocates besides is more than the server's body_budget 16 KiB") {
+		t.Fatalf("twilio, max_body 4KiB under body_budget 16KiB: %v, want it refused", err)
 	}
 }

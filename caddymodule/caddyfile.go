@@ -16,6 +16,7 @@ func init() {
 func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	m := new(Handler)
 	err := m.UnmarshalCaddyfile(h.Dispenser)
+	m.fillSiteHosts(h) // sitehosts.go
 	return m, err
 }
 

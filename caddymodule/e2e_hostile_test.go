@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,26 +36,82 @@ func TestSlowSendersCannotExhaustMemory(t *testing.T) {
 		{"garbled signature", garbled},
 		{"well-formed forged signature", forged}, // passes the header check: only the budget stops it
 	} {
-		t.Run(attack.name, func(t *testing.T) { slowSendersAgainstBinary(t, attack.header) })
+		t.Run(attack.name, func(t *testing.T) {
+			attack.header.Set("Content-Type", "application/json")
+			slowSendersAgainstBinary(t, "Caddyfile", slowAttack{path: "/hooks/demo", header: attack.header, body: make([]byte, 1<<20), heldBack: 64 << 10})
+		})
 	}
 }
 
-func slowSendersAgainstBinary(t *testing.T, header http.Header) {
+// The same senders send forged 1 MiB bodies in full, slowly, to a Discord route (an Ed25519
+// public key verifies a copy of the signed message) and a Twilio one (9,999 form parameters,
+// decoded and sorted): each body is verified, and what verifying it allocates besides the body
+// counts in the budget too. Caddy's peak RSS stays under 256 MiB.
+func TestSlowSendersOfForgedBodiesToVerifyCannotExhaustMemory(t *testing.T) {
+	config := filepath.Join(t.TempDir(), "Caddyfile")
+	caddyfile := `{
+	admin {$HOOKGATE_ADMIN:localhost:2019}
+}
+http://localhost:{$HOOKGATE_PORT:8080} {
+	bind 127.0.0.1
+	hookgate /hooks/discord {
+		preset     discord
+		public_key ` + ed25519Pair("hookgate-test-discord-event-key!").public + `
+	}
+	hookgate /hooks/twilio {
+		preset twilio
+		secret {env.HOOKGATE_SECRET}
+	}
+	hookgate /hooks/demo {
+		preset standard
+		secret {env.HOOKGATE_SECRET}
+		name   demo
+	}
+	respond "ok" 200
+}
+`
+	if err := os.WriteFile(config, []byte(caddyfile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var form strings.Builder // 9,999 parameters of 104 bytes, each with escapes to decode
+	for i := range 9999 {
+		fmt.Fprintf(&form, "p%04d=%s&", i, strings.Repeat("%41", 32)+"a")
+	}
+	twilio := []byte(strings.TrimSuffix(form.String(), "&"))
+	discord := []byte(`{"type":2,"pad":"` + strings.Repeat("a", 1<<20-20) + `"}`)
+	for name, attack := range map[string]slowAttack{
+		"discord": {path: "/hooks/discord", body: discord, header: http.Header{"Content-Type": {"application/json"},
+			"X-Signature-Ed25519": {strings.Repeat("ab", 64)}, "X-Signature-Timestamp": {strconv.FormatInt(time.Now().Unix(), 10)}}},
+		"twilio": {path: "/hooks/twilio", body: twilio, header: http.Header{"Content-Type": {"application/x-www-form-urlencoded"},
+			"X-Twilio-Signature": {"AAAAAAAAAAAAAAAAAAAAAAAAAAA="}}},
+	} {
+		t.Run(name, func(t *testing.T) { slowSendersAgainstBinary(t, config, attack) })
+	}
+}
+
+// slowAttack is what each slow sender sends: body to path with header, all but its last heldBack
+// bytes.
+type slowAttack struct {
+	path     string
+	header   http.Header
+	body     []byte
+	heldBack int
+}
+
+func slowSendersAgainstBinary(t *testing.T, config string, attack slowAttack) {
 	const (
-		senders  = 400
-		bodySize = 1 << 20
-		heldBack = 64 << 10
-		chunk    = 64 << 10
-		maxPeak  = 256 << 20
+		senders = 400
+		chunk   = 64 << 10
+		maxPeak = 256 << 20
 	)
-	g := newBinaryGateway(t, "Caddyfile")
+	g := newBinaryGateway(t, config)
 	g.start(t)
 	pid := g.cmd.Process.Pid
 	addr := fmt.Sprintf("127.0.0.1:%d", g.port)
 	genuine := g.signedRequest(t, "evt_hostile_1")
 	startKiB := procStatusKiB(t, pid, "VmRSS")
 
-	body := make([]byte, bodySize-heldBack)
+	body := attack.body[:len(attack.body)-attack.heldBack]
 	var mu sync.Mutex
 	var conns []net.Conn
 	t.Cleanup(func() {
@@ -78,8 +135,8 @@ func slowSendersAgainstBinary(t *testing.T, header http.Header) {
 			mu.Unlock()
 			_ = conn.SetWriteDeadline(time.Now().Add(45 * time.Second))
 			var head strings.Builder
-			fmt.Fprintf(&head, "POST /hooks/demo HTTP/1.1\r\nHost: localhost:%d\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", g.port, bodySize)
-			for name, values := range header {
+			fmt.Fprintf(&head, "POST %s HTTP/1.1\r\nHost: localhost:%d\r\nContent-Length: %d\r\n", attack.path, g.port, len(attack.body))
+			for name, values := range attack.header {
 				fmt.Fprintf(&head, "%s: %s\r\n", name, values[0])
 			}
 			head.WriteString("\r\n")
@@ -88,7 +145,7 @@ func slowSendersAgainstBinary(t *testing.T, header http.Header) {
 				return
 			}
 			for sent := 0; sent < len(body); sent += chunk {
-				if _, err := conn.Write(body[sent : sent+chunk]); err != nil {
+				if _, err := conn.Write(body[sent:min(sent+chunk, len(body))]); err != nil {
 					cutOff.Add(1) // answered and closed by Caddy, as it should
 					return
 				}
@@ -110,8 +167,8 @@ func slowSendersAgainstBinary(t *testing.T, header http.Header) {
 		t.Fatalf("a genuine event while the senders hold their bodies: %d, want 200 or 503", resp.StatusCode)
 	}
 	peakKiB := procStatusKiB(t, pid, "VmHWM")
-	t.Logf("%d slow senders of %d KiB (last %d KiB held back): %d held on, %d cut off by Caddy; genuine event meanwhile: %d; Caddy RSS %d MiB at start, peak %d MiB",
-		senders, bodySize>>10, heldBack>>10, holding.Load(), cutOff.Load(), resp.StatusCode, startKiB>>10, peakKiB>>10)
+	t.Logf("%d slow senders of %d KiB to %s (last %d KiB held back): %d held on, %d cut off by Caddy; genuine event meanwhile: %d; Caddy RSS %d MiB at start, peak %d MiB",
+		senders, len(attack.body)>>10, attack.path, attack.heldBack>>10, holding.Load(), cutOff.Load(), resp.StatusCode, startKiB>>10, peakKiB>>10)
 	if peakKiB<<10 >= maxPeak {
 		t.Errorf("Caddy's peak RSS %d MiB, want under %d MiB", peakKiB>>10, maxPeak>>20)
 	}

@@ -30,11 +30,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if err := h.verifier.CheckHeaders(r.Header, time.Now()); err != nil {
 		return out.unread(r).reject(http.StatusUnauthorized, err)
 	}
-	reserved, answered, err := h.reserveBody(out, r)
+	if err := h.checkRequestHost(r); err != nil { // the host of a signed URL (sitehosts.go)
+		return out.unread(r).reject(http.StatusUnauthorized, err)
+	}
+	held, answered, err := h.reserveBody(out, r)
 	if answered {
 		return err
 	}
-	defer bufferedBodies.release(reserved) // after the next handler, which is handed the body
+	defer held.release() // after the next handler, which is handed the body
 	body, status, err := readBody(r, h.MaxBody)
 	if err != nil {
 		return out.reject(status, err)
@@ -43,6 +46,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	// schemes that sign one there (bodytimestamp.go).
 	msg := h.message(r, body)
 	verified, err := h.verify(msg, time.Now())
+	held.verified() // verification's own buffers are no longer held (bodybudget.go)
 	if err != nil {
 		return out.reject(http.StatusUnauthorized, err)
 	}

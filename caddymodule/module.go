@@ -59,6 +59,15 @@ type Handler struct {
 	// do not sign the URL.
 	PublicURL string `json:"public_url,omitempty"`
 
+	// SiteHosts are the host names, `host` or `host:port`, the site answers to. Without PublicURL,
+	// a scheme that signs the URL refuses (401, body unread) a request whose URL would be rebuilt
+	// with another host: names compare in any case, and ports when both name one. The Caddyfile
+	// adapter fills it from the site's addresses when each names an exact host (the port being
+	// http_port or https_port where the address names none). Required, or PublicURL, by twilio,
+	// square and hubspot: a site taking any host (`:8080`, `http://`, `*.example.com`) sets
+	// public_url. Ignored by other schemes. Default: none.
+	SiteHosts []string `json:"site_hosts,omitempty"`
+
 	// HandshakeOff turns off the answer to the provider's endpoint check (Slack url_verification,
 	// Zoom endpoint.url_validation, Discord PING, Twitch webhook_callback_verification, LINE's
 	// empty batch), which is then handled as an ordinary event. Default: false (the gateway

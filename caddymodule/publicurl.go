@@ -21,7 +21,7 @@ func (h *Handler) checkPublicURL() error {
 	cfg := h.verifier.Config()
 	h.signsURL = cfg.SignsURL()
 	if h.PublicURL == "" {
-		return nil
+		return h.checkSiteHosts() // sitehosts.go
 	}
 	if !h.signsURL {
 		return fmt.Errorf("hookgate: public_url is set but the %s scheme does not sign the URL (twilio, square and hubspot do)", h.scheme)
@@ -57,14 +57,7 @@ func originalRequest(r *http.Request) *http.Request {
 // no path (or just "/"), the request's path and query appended; or, by default, the request's own URL.
 func (h *Handler) publicURL(r *http.Request, requestURI string) string {
 	if h.PublicURL == "" {
-		scheme, host := "http", r.Host
-		if r.TLS != nil {
-			scheme = "https"
-		}
-		if trusted, _ := caddyhttp.GetVar(r.Context(), caddyhttp.TrustedProxyVarKey).(bool); trusted {
-			scheme = forwarded(r.Header, "X-Forwarded-Proto", scheme)
-			host = forwarded(r.Header, "X-Forwarded-Host", host)
-		}
+		scheme, host := requestOrigin(r)
 		return scheme + "://" + host + requestURI
 	}
 	public := h.PublicURL
@@ -72,6 +65,21 @@ func (h *Handler) publicURL(r *http.Request, requestURI string) string {
 		public = repl.ReplaceAll(public, "")
 	}
 	return withRequestURI(public, requestURI) // a bad expansion simply fails to verify
+}
+
+// requestOrigin is the scheme and host the request came to: `https` over TLS else `http`, and
+// its Host; from a server's trusted_proxies, the last X-Forwarded-Proto and X-Forwarded-Host.
+// Without public_url the host must be one of the site's (checkRequestHost, sitehosts.go).
+func requestOrigin(r *http.Request) (scheme, host string) {
+	scheme, host = "http", r.Host
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	if trusted, _ := caddyhttp.GetVar(r.Context(), caddyhttp.TrustedProxyVarKey).(bool); trusted {
+		scheme = forwarded(r.Header, "X-Forwarded-Proto", scheme)
+		host = forwarded(r.Header, "X-Forwarded-Host", host)
+	}
+	return scheme, host
 }
 
 // withRequestURI is public_url as the URL a request was signed for: with no path (or just "/"),

@@ -32,8 +32,10 @@ var urlSignedCases = map[string]urlSignedCase{
 	}},
 }
 
-// withTrustedProxies lets the server trust X-Forwarded-* headers from 127.0.0.1.
+// withTrustedProxies lets the server trust X-Forwarded-* headers from 127.0.0.1, and names the
+// public host the proxy forwards among the site's addresses, as a URL-signing route must.
 func withTrustedProxies(cfg string) string {
+	cfg = strings.Replace(cfg, "http://localhost:9080 {", "http://localhost:9080, http://hooks.example.com:9080 {", 1)
 	return strings.Replace(cfg, "grace_period 5s\n", "grace_period 5s\n\tservers {\n\t\ttrusted_proxies static 127.0.0.1/32\n\t}\n", 1)
 }
 

@@ -58,7 +58,9 @@ func parseForm(body []byte) (*formParams, error) {
 	f.body = body
 	// Sized once: a large form allocates three buffers, not a doubling series of each.
 	f.text, f.signed = slices.Grow(f.text[:0], len(body)), slices.Grow(f.signed[:0], len(body))
-	f.pairs, f.order = slices.Grow(f.pairs[:0], pairs), slices.Grow(f.order[:0], pairs)
+	// Separators alone make no pair: a body "&&&…" is not given an index for each.
+	kept := min(pairs, len(body)/2+1) // formPairsBound
+	f.pairs, f.order = slices.Grow(f.pairs[:0], kept), slices.Grow(f.order[:0], kept)
 	escapes := escapeFinder{text: body, percent: -1, plus: -1}
 	for offset := 0; offset < len(body); {
 		end := len(body)

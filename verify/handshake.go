@@ -21,8 +21,14 @@ type Reply struct {
 // Zoom's endpoint.url_validation, Discord's PING, Twitch's
 // webhook_callback_verification, LINE's empty verification batch. Such a
 // request is no event: the receiver answers it and forwards nothing. ok is
-// false for every other request. result must be what Verify returned for m.
+// false for every other request. result must be what Verify returned for m: a Result
+// no successful Verify returned, such as the zero one a failure comes with, gets no
+// reply, so a caller that ignores Verify's error cannot have Zoom's answer, a MAC
+// under the secret, made for any token.
 func (v *Verifier) Handshake(result Result, m *Message) (reply Reply, ok bool) {
+	if !result.verified {
+		return Reply{}, false
+	}
 	switch v.config.Handshake {
 	case HandshakeSlack:
 		return slackChallenge(m.Body)

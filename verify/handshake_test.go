@@ -80,3 +80,35 @@ func TestZoomHandshakeAnswersUnderTheSecretThatVerified(t *testing.T) {
 		t.Fatalf("reply %s, want %s", reply.Body, want)
 	}
 }
+
+// TestHandshakeAnswersNothingForAResultVerifyDidNotReturn: a caller that ignores Verify's error
+// and hands Handshake the zero Result a failure returns gets no reply, for any provider's check:
+// above all no Zoom encryptedToken, a MAC under the secret of a token the sender chose.
+func TestHandshakeAnswersNothingForAResultVerifyDidNotReturn(t *testing.T) {
+	checks := map[string]string{
+		"zoom":    `{"event":"endpoint.url_validation","payload":{"plainToken":"attacker-chosen"}}`,
+		"slack":   `{"type":"url_verification","challenge":"c"}`,
+		"discord": `{"type":1}`,
+		"twitch":  `{"challenge":"c"}`,
+		"line":    `{"destination":"U1","events":[]}`,
+	}
+	for preset, body := range checks {
+		t.Run(preset, func(t *testing.T) {
+			c := mustPreset(t, preset)
+			v := mustVerifier(t, c, secretFor(c))
+			h := mustSign(t, c, secretFor(c), "msg_1", time.Now(), []byte(body))
+			h.Set("Twitch-Eventsub-Message-Type", "webhook_callback_verification")
+			m := &Message{Header: h, Body: []byte(body + " ")} // still the check, no longer what was signed
+			result, err := v.VerifyMessage(m, time.Now())
+			if err == nil {
+				t.Fatal("a body other than the signed one verified")
+			}
+			if reply, ok := v.Handshake(result, m); ok {
+				t.Fatalf("the Result of a failed Verify got the reply %d %s", reply.Status, reply.Body)
+			}
+			if reply, ok := v.Handshake(Result{}, m); ok {
+				t.Fatalf("the zero Result got the reply %d %s", reply.Status, reply.Body)
+			}
+		})
+	}
+}

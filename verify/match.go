@@ -159,16 +159,36 @@ func (v *Verifier) matchAny(offered *offeredHeaders, body []byte) *Error {
 
 var signedMessages = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
-// matchPublicKeys checks the asymmetric signatures offered against every public key.
+// maxPooledMessage is the largest signed message kept for reuse: a large body's copy is made once
+// per request (WorkingMemory counts it), not pinned in the pool beyond it.
+const maxPooledMessage = 64 << 10
+
+// matchPublicKeys checks the asymmetric signatures offered against every public key. Ed25519 takes
+// the signed message in one piece, so it is assembled, in a buffer sized once; ECDSA signs its
+// SHA-256, streamed without a copy when there is no Ed25519 key.
 func (v *Verifier) matchPublicKeys(offered *offeredHeaders, body []byte) bool {
-	message := signedMessages.Get().(*bytes.Buffer)
-	defer signedMessages.Put(message)
-	message.Reset()
 	var scratch [256]byte
-	v.template.writeTo(message, scratch[:], &offered.result.fields, body)
+	fields := &offered.result.fields
 	var digest [sha256.Size]byte // what ECDSA signs; Ed25519 hashes the message itself
-	if len(v.ecdsa) > 0 {
-		digest = sha256.Sum256(message.Bytes())
+	var message []byte
+	if len(v.ed25519) > 0 {
+		buffer := signedMessages.Get().(*bytes.Buffer)
+		buffer.Reset()
+		buffer.Grow(v.template.size(fields, body))
+		v.template.writeTo(buffer, scratch[:], fields, body)
+		message = buffer.Bytes()
+		defer func() {
+			if buffer.Cap() <= maxPooledMessage {
+				signedMessages.Put(buffer)
+			}
+		}()
+		if len(v.ecdsa) > 0 {
+			digest = sha256.Sum256(message)
+		}
+	} else {
+		hash := sha256.New()
+		v.template.writeTo(hash, scratch[:], fields, body)
+		hash.Sum(digest[:0])
 	}
 	for i := range offered.valid {
 		if !offered.asymmetric[i] {
@@ -178,7 +198,7 @@ func (v *Verifier) matchPublicKeys(offered *offeredHeaders, body []byte) bool {
 		// every request's offeredHeaders to the heap, HMAC schemes' too.
 		signature := bytes.Clone(offered.decoded[i][:offered.size[i]])
 		for _, key := range v.ed25519 {
-			if ed25519.Verify(key, message.Bytes(), signature) {
+			if ed25519.Verify(key, message, signature) {
 				return true
 			}
 		}

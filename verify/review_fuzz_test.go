@@ -42,11 +42,13 @@ func FuzzReviewMessage(f *testing.F) {
 	})
 }
 
-// FuzzReviewHandshake feeds every handshake preset arbitrary bodies: Handshake must never
+// FuzzReviewHandshake feeds every handshake preset arbitrary bodies, signed: Handshake must never
 // panic, and an answer must be a 2xx.
 func FuzzReviewHandshake(f *testing.F) {
 	var verifiers []*Verifier
+	var configs []Config
 	for _, name := range []string{"slack", "zoom", "discord", "twitch", "line"} {
+		configs = append(configs, mustPreset(f, name))
 		verifiers = append(verifiers, mustVerifier(f, mustPreset(f, name), secretFor(mustPreset(f, name))))
 	}
 	for i, body := range []string{`{"type":"url_verification","challenge":"c"}`,
@@ -55,9 +57,15 @@ func FuzzReviewHandshake(f *testing.F) {
 		f.Add(uint8(i), "webhook_callback_verification", []byte(body))
 	}
 	f.Fuzz(func(t *testing.T, index uint8, messageType string, body []byte) {
-		v := verifiers[int(index)%len(verifiers)]
-		m := &Message{Header: http.Header{"Twitch-Eventsub-Message-Type": {messageType}}, Body: body}
-		if reply, ok := v.Handshake(Result{}, m); ok && (reply.Status < 200 || reply.Status > 299) {
+		v, c := verifiers[int(index)%len(verifiers)], configs[int(index)%len(configs)]
+		now := time.Now()
+		m := &Message{Header: mustSign(t, c, secretFor(c), "msg_1", now, body), Body: body}
+		m.Header.Set("Twitch-Eventsub-Message-Type", messageType)
+		result, err := v.VerifyMessage(m, now)
+		if err != nil {
+			t.Fatalf("a signed body did not verify: %v", err)
+		}
+		if reply, ok := v.Handshake(result, m); ok && (reply.Status < 200 || reply.Status > 299) {
 			t.Fatalf("handshake answers %d", reply.Status)
 		}
 	})

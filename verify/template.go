@@ -135,6 +135,32 @@ func (t *signedTemplate) writeTo(w io.Writer, scratch []byte, fields *signedFiel
 	}
 }
 
+// size is the length of the signed bytes writeTo writes.
+func (t *signedTemplate) size(fields *signedFields, body []byte) int {
+	n := 0
+	for _, s := range t.segments {
+		switch s.kind {
+		case literalSegment:
+			n += len(s.literal)
+		case idSegment:
+			n += len(fields.id)
+		case timestampSegment:
+			n += len(fields.timestamp)
+		case bodySegment:
+			n += len(body)
+		case methodSegment:
+			n += len(fields.method)
+		case urlSegment:
+			n += len(fields.url)
+		case paramsSegment:
+			if fields.form != nil {
+				n += len(fields.form.signed)
+			}
+		}
+	}
+	return n
+}
+
 // writeString writes s to w through scratch, chunk by chunk.
 func writeString(w io.Writer, scratch []byte, s string) {
 	for len(s) > 0 {

@@ -46,6 +46,9 @@ type Result struct {
 	fields signedFields
 	// secret is the index of the secret that matched, -1 for a public key.
 	secret int
+	// verified is set by a successful verification only: Handshake answers nothing for a Result
+	// that is not one, such as the zero value a failed Verify returns.
+	verified bool
 }
 
 // Keys are what a Verifier checks signatures with.
@@ -144,6 +147,7 @@ func (v *Verifier) VerifyMessage(m *Message, now time.Time) (Result, error) {
 		}
 	}
 	offered.result.fields.form = nil // released on return; SignedDigest parses the body again
+	offered.result.verified = true
 	return offered.result, nil
 }
 
