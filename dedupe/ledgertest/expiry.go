@@ -50,11 +50,12 @@ var expiryChecks = []check{
 		}
 		start := time.Now()
 		done(t, s, withTTL("v5", 5), dedupeTTL)
+		advanced := time.Now() // the TTL began by now: a loaded machine may take long over Done
 		expect(t, "older version right after", claim(t, s, withTTL("v3", 3)), dedupe.Stale)
 		sleepUntil(start.Add(1500 * time.Millisecond))
 		expect(t, "older version 1.5 s later", claim(t, s, withTTL("v4", 4)), dedupe.Stale)
 		// Had the stale answer refreshed the version, it would be known until 4.5 s.
-		sleepUntil(start.Add(versionTTL + settle))
+		sleepUntil(advanced.Add(versionTTL + settle))
 		expect(t, "older version after VersionTTL", claim(t, s, withTTL("v3", 3)), dedupe.Claimed)
 	}},
 	{name: "done/a newer version restarts VersionTTL", waits: true, run: func(t *testing.T, s Store) {
@@ -66,8 +67,8 @@ var expiryChecks = []check{
 		first := time.Now()
 		done(t, s, withTTL("v1", 1), dedupeTTL)
 		sleepUntil(first.Add(2 * time.Second))
-		second := time.Now()
 		done(t, s, withTTL("v2", 2), dedupeTTL)
+		second := time.Now() // the TTL began by now: a loaded machine may take long over Done
 		sleepUntil(first.Add(versionTTL + settle))
 		expect(t, "VersionTTL after the first advance", claim(t, s, withTTL("old", 1)), dedupe.Stale)
 		sleepUntil(second.Add(versionTTL + settle))
@@ -142,8 +143,8 @@ func deliveredVersionExpires(t *testing.T, s Store) {
 		c.VersionTTL = versionTTL
 		return accept(t, s, c, ev)
 	}
-	start := time.Now()
 	expect(t, "accept version 5", queue("v5", 5), dedupe.Claimed)
+	start := time.Now() // the TTL began by now: a loaded machine may take long over Accept
 	settleAs(t, s, time.Now(), dedupe.Delivered, time.Hour)
 	if v, ok, err := s.DeliveredVersion(ctx, ns, "cus_1"); v != 5 || !ok || err != nil {
 		t.Errorf("DeliveredVersion after delivering 5: %d, %v, %v; want 5", v, ok, err)
