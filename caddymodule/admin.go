@@ -39,8 +39,9 @@ func init() {
 //
 // An event ID goes in the query, where nothing rewrites it: in a path, Go's mux redirects a "."
 // or ".." segment and browsers drop it, so such an ID would address the route instead. The path
-// form /events/<route>/<id> and /replay/<route>/<id> still works for other IDs ("/" written
-// %2F). An empty ID is refused (400), and so is a replay that names neither an ID nor all=1:
+// form /events/<route>/<id> and /replay/<route>/<id> still works ("/" written %2F, and "." or ".."
+// written %2E, which Go's mux leaves alone): the CLI sends it, as servers from before ?id= read
+// it the same way. An empty ID is refused (400), and so is a replay that names neither an ID nor all=1:
 // replaying every dead letter is never what a missing ID means.
 //
 // It looks routes up in the running deliverers at request time, so it follows config reloads.
