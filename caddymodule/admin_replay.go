@@ -28,16 +28,16 @@ func (a *AdminAPI) replay(w http.ResponseWriter, r *http.Request, sender *pooled
 		return a.replayAll(w, r, sender)
 	}
 	bound := sender.config().MaxPending
-	backlog, err := sender.store.Pending(r.Context(), sender.key.name)
-	if err != nil {
-		return apiError(http.StatusServiceUnavailable, fmt.Errorf("reading the backlog: %w", err))
-	}
-	if backlog >= bound {
+	full, err := replayIfRoom(r.Context(), sender, id, bound)
+	var unread *backlogError
+	switch {
+	case errors.As(err, &unread):
+		return apiError(http.StatusServiceUnavailable, err)
+	case err != nil:
+		return storeError(err)
+	case full:
 		return apiError(http.StatusServiceUnavailable, fmt.Errorf("the backlog of undelivered events is at max_pending (%d): "+
 			"a replayed event would take the place of a new one; replay it once deliveries take the backlog below", bound))
-	}
-	if err := sender.store.Replay(r.Context(), sender.key.name, id, time.Now()); err != nil {
-		return storeError(err)
 	}
 	sender.Notify()
 	return writeJSON(w, map[string]any{"route": sender.key.name, "replayed": 1})
@@ -79,16 +79,12 @@ func replayAll(ctx context.Context, sender *pooledDeliverer, room int) (replayed
 				left, err := countDead(ctx, sender, after)
 				return replayed, left, err
 			}
-			backlog, err := sender.store.Pending(ctx, sender.key.name)
-			if err != nil {
-				return replayed, 0, fmt.Errorf("reading the backlog: %w", err)
-			}
-			if backlog >= room {
+			full, err := replayIfRoom(ctx, sender, ev.ID, room)
+			if full {
 				left, err := countDead(ctx, sender, after)
 				return replayed, left, err
 			}
 			after = ev.After()
-			err = sender.store.Replay(ctx, sender.key.name, ev.ID, time.Now())
 			switch {
 			case errors.Is(err, dedupe.ErrNotDead) || errors.Is(err, dedupe.ErrNotFound):
 				continue // replayed on its own meanwhile, or expired: nothing left to replay
@@ -102,6 +98,29 @@ func replayAll(ctx context.Context, sender *pooledDeliverer, room int) (replayed
 		}
 	}
 }
+
+// replayIfRoom replays the dead letter id unless the route's backlog is at bound or above (full).
+// Among this process's replays, reading the backlog and replaying are one step: replays side by
+// side (a script replaying IDs in parallel, the page and the CLI at once) would otherwise each see
+// room for one more, and together take the backlog past the bound.
+func replayIfRoom(ctx context.Context, sender *pooledDeliverer, id string, bound int) (full bool, err error) {
+	sender.replaying.Lock()
+	defer sender.replaying.Unlock()
+	backlog, err := sender.store.Pending(ctx, sender.key.name)
+	if err != nil {
+		return false, &backlogError{err}
+	}
+	if backlog >= bound {
+		return true, nil
+	}
+	return false, sender.store.Replay(ctx, sender.key.name, id, time.Now())
+}
+
+// backlogError is a failure to read a route's backlog.
+type backlogError struct{ err error }
+
+func (e *backlogError) Error() string { return "reading the backlog: " + e.err.Error() }
+func (e *backlogError) Unwrap() error { return e.err }
 
 // countDead counts the route's dead letters from after on, a page of deliveries at a time.
 func countDead(ctx context.Context, sender *pooledDeliverer, after dedupe.Cursor) (int, error) {

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -150,5 +152,44 @@ func TestReplayAllLeavesRoomForNewEvents(t *testing.T) {
 	}
 	if out := hookgateCLI(t, "replay", "--all", "replayroom"); !strings.Contains(out, `"replayed": 0`) || !strings.Contains(out, fmt.Sprintf(`"left": %d`, n-2)) {
 		t.Fatalf("caddy hookgate replay --all with the backlog full: %s, want none replayed and %d left", out, n-2)
+	}
+}
+
+// Replays sent side by side (a script replaying IDs in parallel, the page and the CLI at once)
+// take the backlog to max_pending and no further: each reads the backlog and replays in one step,
+// so they do not each see room for one more. The events past the bound are refused with 503.
+func TestConcurrentReplaysStopAtMaxPending(t *testing.T) {
+	up := newUpstream(t)
+	up.status.Store(http.StatusNotFound)
+	tester := startAsyncGateway(t, "replayrace", up.Listener.Addr().String(), "max_pending 5")
+	const n = 40
+	for i := range n {
+		ev := newEvent(t, fmt.Sprintf("evt_race_%02d", i), fmt.Sprintf("obj_race_%d", i), 1)
+		waitFor(t, ev.id+" accepted", 10*time.Second, func() bool { return send(t, tester.Client, ev).status == http.StatusAccepted })
+	}
+	waitFor(t, "every event dead", 10*time.Second, func() bool {
+		_, body := admin(t, http.MethodGet, "/hookgate/events/replayrace?state=dead&fields=delivery")
+		return strings.Count(body, `"id":`) == n
+	})
+	hold := make(chan struct{}) // the upstream holds every attempt: a replayed event stays in the backlog
+	up.mu.Lock()
+	up.block = hold
+	up.mu.Unlock()
+	t.Cleanup(func() { close(hold) })
+
+	var wg sync.WaitGroup
+	var replayed atomic.Int32
+	for i := range n {
+		wg.Go(func() {
+			status, _ := admin(t, http.MethodPost, fmt.Sprintf("/hookgate/replay/replayrace?id=evt_race_%02d", i))
+			if status == http.StatusOK {
+				replayed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	var st routeStatus
+	if _, body := admin(t, http.MethodGet, "/hookgate/status/replayrace"); json.Unmarshal([]byte(body), &st) != nil || st.Backlog > 5 || replayed.Load() > 5 {
+		t.Fatalf("%d replays side by side with max_pending 5: %d replayed, backlog %d; want at most 5", n, replayed.Load(), st.Backlog)
 	}
 }
