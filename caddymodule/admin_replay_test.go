@@ -193,3 +193,77 @@ func TestConcurrentReplaysStopAtMaxPending(t *testing.T) {
 		t.Fatalf("%d replays side by side with max_pending 5: %d replayed, backlog %d; want at most 5", n, replayed.Load(), st.Backlog)
 	}
 }
+
+// "Replay all" that stops at half of max_pending answers where it stopped (next), and goes on
+// from there when given it as after: dead letters that fail again slowly at the head of the
+// queue, as many as the room, would otherwise take the room on every replay from the oldest, and
+// the dead letters behind them would never be replayed.
+func TestReplayAllGoesOnAfterWhereItStopped(t *testing.T) {
+	var failing atomic.Bool
+	failing.Store(true)
+	up := newUnstartedUpstream(t)
+	up.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("Hookgate-Event-Id")
+		up.mu.Lock()
+		up.seen[id]++
+		up.mu.Unlock()
+		switch {
+		case strings.HasPrefix(id, "evt_slow_"):
+			time.Sleep(200 * time.Millisecond) // fails again, and slowly: it holds its place in the backlog
+			w.WriteHeader(http.StatusNotFound)
+		case failing.Load():
+			w.WriteHeader(http.StatusNotFound)
+		}
+	})
+	up.Start()
+	tester := startAsyncGateway(t, "replaynext", up.Listener.Addr().String(), "max_pending 4")
+	ids := []string{"evt_slow_0", "evt_slow_1"}
+	for i := range 8 {
+		ids = append(ids, fmt.Sprintf("evt_next_%d", i))
+	}
+	for i, id := range ids {
+		ev := newEvent(t, id, fmt.Sprintf("obj_next_%d", i), 1)
+		waitFor(t, id+" accepted", 10*time.Second, func() bool { return send(t, tester.Client, ev).status == http.StatusAccepted })
+		waitFor(t, id+" dead", 10*time.Second, func() bool {
+			_, body := admin(t, http.MethodGet, "/hookgate/events/replaynext?id="+id)
+			return strings.Contains(body, `"state":"dead"`)
+		})
+	}
+	failing.Store(false)
+	drained := func() {
+		waitFor(t, "the backlog drained", 10*time.Second, func() bool {
+			var st routeStatus
+			_, body := admin(t, http.MethodGet, "/hookgate/status/replaynext")
+			return json.Unmarshal([]byte(body), &st) == nil && st.Backlog == 0
+		})
+	}
+	// The first replay through the API, the next ones through the CLI's --after.
+	status, body := admin(t, http.MethodPost, "/hookgate/replay/replaynext?all=1")
+	for rounds := 1; ; rounds++ {
+		var answer struct {
+			Replayed, Left int
+			Next           string
+		}
+		if status != http.StatusOK || json.Unmarshal([]byte(body), &answer) != nil {
+			t.Fatalf("round %d of replay all: %d %s", rounds, status, body)
+		}
+		drained()
+		if answer.Left == 0 {
+			break
+		}
+		if answer.Next == "" || rounds == len(ids) {
+			t.Fatalf("round %d of replay all: %s; want next while dead letters are left, and the replays to reach them", rounds, body)
+		}
+		body = hookgateCLI(t, "replay", "--all", "replaynext", "--after", answer.Next)
+	}
+	for _, id := range ids[2:] {
+		if n := up.count(id); n != 2 {
+			t.Errorf("%s sent %d times, want twice: once dead, once replayed", id, n)
+		}
+	}
+	for _, args := range [][]string{{"replay", "--all", "replaynext", "--after", "not-a-cursor"}, {"replay", "replaynext", "evt_next_0", "--after", "x"}} {
+		if out, err := runHookgateCLI(args...); err == nil {
+			t.Errorf("caddy hookgate %q: %s, want it refused", args, out)
+		}
+	}
+}

@@ -39,7 +39,8 @@ func adminCommands() []*cobra.Command {
 			return http.MethodGet, eventPath("events", args[0], args[1]), nil
 		})
 	var all allFlag
-	replay := adminCommand("replay (<route> <id> | --all <route>)", "Replays one dead event, or with --all as many as leave room for new events", cobra.RangeArgs(1, 2),
+	var replayAfter string
+	replay := adminCommand("replay (<route> <id> | --all <route> [--after <cursor>])", "Replays one dead event, or with --all as many as leave room for new events", cobra.RangeArgs(1, 2),
 		func(args []string) (string, string, error) {
 			switch {
 			case all.afterRoute:
@@ -47,8 +48,12 @@ func adminCommands() []*cobra.Command {
 					"to replay one event whose ID starts with -, put -- before the ID")
 			case all.set && len(args) == 2:
 				return "", "", errors.New("give either an event ID or --all, not both")
+			case all.set && replayAfter != "":
+				return http.MethodPost, "/hookgate/replay/" + url.PathEscape(args[0]) + "?" + url.Values{"all": {"1"}, "after": {replayAfter}}.Encode(), nil
 			case all.set:
 				return http.MethodPost, "/hookgate/replay/" + url.PathEscape(args[0]) + "?all=1", nil
+			case replayAfter != "":
+				return "", "", errors.New("--after goes with --all: it is where an earlier replay --all stopped (its next)")
 			case len(args) == 1:
 				return "", "", errors.New("say which dead letter to replay (its ID), or replay every one with --all")
 			}
@@ -57,6 +62,7 @@ func adminCommands() []*cobra.Command {
 	all.args = replay.Flags()
 	replay.Flags().Var(&all, "all", "replay the route's dead letters while its backlog is below half of max_pending")
 	replay.Flags().Lookup("all").NoOptDefVal = "true"
+	replay.Flags().StringVar(&replayAfter, "after", "", "with --all, go on after this cursor: the next of a replay --all that stopped")
 	status := adminCommand("status <route>", "Shows a route's backlog and its bound, and whether its upstream is paused", cobra.ExactArgs(1),
 		func(args []string) (string, string, error) {
 			return http.MethodGet, "/hookgate/status/" + url.PathEscape(args[0]), nil
