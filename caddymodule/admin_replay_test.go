@@ -194,14 +194,14 @@ func TestConcurrentReplaysStopAtMaxPending(t *testing.T) {
 	}
 }
 
-// "Replay all" that stops at half of max_pending answers where it stopped (next), and goes on
-// from there when given it as after: dead letters that fail again slowly at the head of the
-// queue, as many as the room, would otherwise take the room on every replay from the oldest, and
-// the dead letters behind them would never be replayed.
-func TestReplayAllGoesOnAfterWhereItStopped(t *testing.T) {
+// slowHeadDeadLetters starts route with max_pending 4 (room for 2 replayed) and ten dead letters:
+// at the head, two whose every attempt fails again slowly (holding their place in the backlog),
+// then eight that the upstream, back now, accepts. It returns the upstream, the eight's IDs, and
+// a wait for the backlog to drain.
+func slowHeadDeadLetters(t *testing.T, route string) (up *upstream, behind []string, drained func()) {
 	var failing atomic.Bool
 	failing.Store(true)
-	up := newUnstartedUpstream(t)
+	up = newUnstartedUpstream(t)
 	up.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("Hookgate-Event-Id")
 		up.mu.Lock()
@@ -216,27 +216,35 @@ func TestReplayAllGoesOnAfterWhereItStopped(t *testing.T) {
 		}
 	})
 	up.Start()
-	tester := startAsyncGateway(t, "replaynext", up.Listener.Addr().String(), "max_pending 4")
+	tester := startAsyncGateway(t, route, up.Listener.Addr().String(), "max_pending 4")
 	ids := []string{"evt_slow_0", "evt_slow_1"}
 	for i := range 8 {
-		ids = append(ids, fmt.Sprintf("evt_next_%d", i))
+		ids = append(ids, fmt.Sprintf("evt_behind_%d", i))
 	}
 	for i, id := range ids {
-		ev := newEvent(t, id, fmt.Sprintf("obj_next_%d", i), 1)
+		ev := newEvent(t, id, fmt.Sprintf("obj_%s_%d", route, i), 1)
 		waitFor(t, id+" accepted", 10*time.Second, func() bool { return send(t, tester.Client, ev).status == http.StatusAccepted })
 		waitFor(t, id+" dead", 10*time.Second, func() bool {
-			_, body := admin(t, http.MethodGet, "/hookgate/events/replaynext?id="+id)
+			_, body := admin(t, http.MethodGet, "/hookgate/events/"+route+"?id="+id)
 			return strings.Contains(body, `"state":"dead"`)
 		})
 	}
 	failing.Store(false)
-	drained := func() {
+	return up, ids[2:], func() {
 		waitFor(t, "the backlog drained", 10*time.Second, func() bool {
 			var st routeStatus
-			_, body := admin(t, http.MethodGet, "/hookgate/status/replaynext")
+			_, body := admin(t, http.MethodGet, "/hookgate/status/"+route)
 			return json.Unmarshal([]byte(body), &st) == nil && st.Backlog == 0
 		})
 	}
+}
+
+// "Replay all" that stops at half of max_pending answers where it stopped (next), and goes on
+// from there when given it as after: dead letters that fail again slowly at the head of the
+// queue, as many as the room, would otherwise take the room on every replay from the oldest, and
+// the dead letters behind them would never be replayed.
+func TestReplayAllGoesOnAfterWhereItStopped(t *testing.T) {
+	up, behind, drained := slowHeadDeadLetters(t, "replaynext")
 	// The first replay through the API, the next ones through the CLI's --after.
 	status, body := admin(t, http.MethodPost, "/hookgate/replay/replaynext?all=1")
 	for rounds := 1; ; rounds++ {
@@ -251,17 +259,17 @@ func TestReplayAllGoesOnAfterWhereItStopped(t *testing.T) {
 		if answer.Left == 0 {
 			break
 		}
-		if answer.Next == "" || rounds == len(ids) {
+		if answer.Next == "" || rounds == 10 {
 			t.Fatalf("round %d of replay all: %s; want next while dead letters are left, and the replays to reach them", rounds, body)
 		}
 		body = hookgateCLI(t, "replay", "--all", "replaynext", "--after", answer.Next)
 	}
-	for _, id := range ids[2:] {
+	for _, id := range behind {
 		if n := up.count(id); n != 2 {
 			t.Errorf("%s sent %d times, want twice: once dead, once replayed", id, n)
 		}
 	}
-	for _, args := range [][]string{{"replay", "--all", "replaynext", "--after", "not-a-cursor"}, {"replay", "replaynext", "evt_next_0", "--after", "x"}} {
+	for _, args := range [][]string{{"replay", "--all", "replaynext", "--after", "not-a-cursor"}, {"replay", "replaynext", "evt_behind_0", "--after", "x"}} {
 		if out, err := runHookgateCLI(args...); err == nil {
 			t.Errorf("caddy hookgate %q: %s, want it refused", args, out)
 		}
