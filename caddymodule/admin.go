@@ -30,8 +30,10 @@ func init() {
 //	GET  /hookgate/events/<route>?id=<id>  one event
 //	POST /hookgate/replay/<route>?id=<id>  replay one dead letter; 503 while the backlog is at
 //	                                       max_pending
-//	POST /hookgate/replay/<route>?all=1    replay dead letters while the backlog is below half of
-//	                                       max_pending: {"replayed": N, "left": M}
+//	POST /hookgate/replay/<route>?all=1[&after=C]
+//	                                       replay dead letters (after cursor C) while the backlog is
+//	                                       below half of max_pending: {"replayed": N, "left": M,
+//	                                       "next": where it stopped, while M > 0}
 //	GET  /hookgate/status/<route>          backlog and max_pending, paused?, consecutive failures,
 //	                                       attempts in flight
 //	GET  /hookgate/routes                  every running async route's status and backlog
