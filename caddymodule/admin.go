@@ -30,8 +30,10 @@ func init() {
 //	GET  /hookgate/events/<route>?id=<id>  one event
 //	POST /hookgate/replay/<route>?id=<id>  replay one dead letter; 503 while the backlog is at
 //	                                       max_pending
-//	POST /hookgate/replay/<route>?all=1    replay dead letters while the backlog is below half of
-//	                                       max_pending: {"replayed": N, "left": M}
+//	POST /hookgate/replay/<route>?all=1[&after=C]
+//	                                       replay dead letters (after cursor C) while the backlog is
+//	                                       below half of max_pending: {"replayed": N, "left": M,
+//	                                       "next": where it stopped, while M > 0}
 //	GET  /hookgate/status/<route>          backlog and max_pending, paused?, consecutive failures,
 //	                                       attempts in flight
 //	GET  /hookgate/routes                  every running async route's status and backlog
@@ -39,8 +41,9 @@ func init() {
 //
 // An event ID goes in the query, where nothing rewrites it: in a path, Go's mux redirects a "."
 // or ".." segment and browsers drop it, so such an ID would address the route instead. The path
-// form /events/<route>/<id> and /replay/<route>/<id> still works for other IDs ("/" written
-// %2F). An empty ID is refused (400), and so is a replay that names neither an ID nor all=1:
+// form /events/<route>/<id> and /replay/<route>/<id> still works ("/" written %2F, and "." or ".."
+// written %2E, which Go's mux leaves alone): the CLI sends it, as servers from before ?id= read
+// it the same way. An empty ID is refused (400), and so is a replay that names neither an ID nor all=1:
 // replaying every dead letter is never what a missing ID means.
 //
 // It looks routes up in the running deliverers at request time, so it follows config reloads.

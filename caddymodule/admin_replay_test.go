@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -150,5 +152,126 @@ func TestReplayAllLeavesRoomForNewEvents(t *testing.T) {
 	}
 	if out := hookgateCLI(t, "replay", "--all", "replayroom"); !strings.Contains(out, `"replayed": 0`) || !strings.Contains(out, fmt.Sprintf(`"left": %d`, n-2)) {
 		t.Fatalf("caddy hookgate replay --all with the backlog full: %s, want none replayed and %d left", out, n-2)
+	}
+}
+
+// Replays sent side by side (a script replaying IDs in parallel, the page and the CLI at once)
+// take the backlog to max_pending and no further: each reads the backlog and replays in one step,
+// so they do not each see room for one more. The events past the bound are refused with 503.
+func TestConcurrentReplaysStopAtMaxPending(t *testing.T) {
+	up := newUpstream(t)
+	up.status.Store(http.StatusNotFound)
+	tester := startAsyncGateway(t, "replayrace", up.Listener.Addr().String(), "max_pending 5")
+	const n = 40
+	for i := range n {
+		ev := newEvent(t, fmt.Sprintf("evt_race_%02d", i), fmt.Sprintf("obj_race_%d", i), 1)
+		waitFor(t, ev.id+" accepted", 10*time.Second, func() bool { return send(t, tester.Client, ev).status == http.StatusAccepted })
+	}
+	waitFor(t, "every event dead", 10*time.Second, func() bool {
+		_, body := admin(t, http.MethodGet, "/hookgate/events/replayrace?state=dead&fields=delivery")
+		return strings.Count(body, `"id":`) == n
+	})
+	hold := make(chan struct{}) // the upstream holds every attempt: a replayed event stays in the backlog
+	up.mu.Lock()
+	up.block = hold
+	up.mu.Unlock()
+	t.Cleanup(func() { close(hold) })
+
+	var wg sync.WaitGroup
+	var replayed atomic.Int32
+	for i := range n {
+		wg.Go(func() {
+			status, _ := admin(t, http.MethodPost, fmt.Sprintf("/hookgate/replay/replayrace?id=evt_race_%02d", i))
+			if status == http.StatusOK {
+				replayed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	var st routeStatus
+	if _, body := admin(t, http.MethodGet, "/hookgate/status/replayrace"); json.Unmarshal([]byte(body), &st) != nil || st.Backlog > 5 || replayed.Load() > 5 {
+		t.Fatalf("%d replays side by side with max_pending 5: %d replayed, backlog %d; want at most 5", n, replayed.Load(), st.Backlog)
+	}
+}
+
+// slowHeadDeadLetters starts route with max_pending 4 (room for 2 replayed) and ten dead letters:
+// at the head, two whose every attempt fails again slowly (holding their place in the backlog),
+// then eight that the upstream, back now, accepts. It returns the upstream, the eight's IDs, and
+// a wait for the backlog to drain.
+func slowHeadDeadLetters(t *testing.T, route string) (up *upstream, behind []string, drained func()) {
+	var failing atomic.Bool
+	failing.Store(true)
+	up = newUnstartedUpstream(t)
+	up.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("Hookgate-Event-Id")
+		up.mu.Lock()
+		up.seen[id]++
+		up.mu.Unlock()
+		switch {
+		case strings.HasPrefix(id, "evt_slow_"):
+			time.Sleep(200 * time.Millisecond) // fails again, and slowly: it holds its place in the backlog
+			w.WriteHeader(http.StatusNotFound)
+		case failing.Load():
+			w.WriteHeader(http.StatusNotFound)
+		}
+	})
+	up.Start()
+	tester := startAsyncGateway(t, route, up.Listener.Addr().String(), "max_pending 4")
+	ids := []string{"evt_slow_0", "evt_slow_1"}
+	for i := range 8 {
+		ids = append(ids, fmt.Sprintf("evt_behind_%d", i))
+	}
+	for i, id := range ids {
+		ev := newEvent(t, id, fmt.Sprintf("obj_%s_%d", route, i), 1)
+		waitFor(t, id+" accepted", 10*time.Second, func() bool { return send(t, tester.Client, ev).status == http.StatusAccepted })
+		waitFor(t, id+" dead", 10*time.Second, func() bool {
+			_, body := admin(t, http.MethodGet, "/hookgate/events/"+route+"?id="+id)
+			return strings.Contains(body, `"state":"dead"`)
+		})
+	}
+	failing.Store(false)
+	return up, ids[2:], func() {
+		waitFor(t, "the backlog drained", 10*time.Second, func() bool {
+			var st routeStatus
+			_, body := admin(t, http.MethodGet, "/hookgate/status/"+route)
+			return json.Unmarshal([]byte(body), &st) == nil && st.Backlog == 0
+		})
+	}
+}
+
+// "Replay all" that stops at half of max_pending answers where it stopped (next), and goes on
+// from there when given it as after: dead letters that fail again slowly at the head of the
+// queue, as many as the room, would otherwise take the room on every replay from the oldest, and
+// the dead letters behind them would never be replayed.
+func TestReplayAllGoesOnAfterWhereItStopped(t *testing.T) {
+	up, behind, drained := slowHeadDeadLetters(t, "replaynext")
+	// The first replay through the API, the next ones through the CLI's --after.
+	status, body := admin(t, http.MethodPost, "/hookgate/replay/replaynext?all=1")
+	for rounds := 1; ; rounds++ {
+		var answer struct {
+			Replayed, Left int
+			Next           string
+		}
+		if status != http.StatusOK || json.Unmarshal([]byte(body), &answer) != nil {
+			t.Fatalf("round %d of replay all: %d %s", rounds, status, body)
+		}
+		drained()
+		if answer.Left == 0 {
+			break
+		}
+		if answer.Next == "" || rounds == 10 {
+			t.Fatalf("round %d of replay all: %s; want next while dead letters are left, and the replays to reach them", rounds, body)
+		}
+		body = hookgateCLI(t, "replay", "--all", "replaynext", "--after", answer.Next)
+	}
+	for _, id := range behind {
+		if n := up.count(id); n != 2 {
+			t.Errorf("%s sent %d times, want twice: once dead, once replayed", id, n)
+		}
+	}
+	for _, args := range [][]string{{"replay", "--all", "replaynext", "--after", "not-a-cursor"}, {"replay", "replaynext", "evt_behind_0", "--after", "x"}} {
+		if out, err := runHookgateCLI(args...); err == nil {
+			t.Errorf("caddy hookgate %q: %s, want it refused", args, out)
+		}
 	}
 }

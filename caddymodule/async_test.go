@@ -183,7 +183,8 @@ func runHookgateCLIAt(address string, args ...string) (string, error) {
 	root.AddCommand(adminCommands()...)
 	var out bytes.Buffer
 	root.SetOut(&out)
-	root.SetArgs(append(args, "--address", address))
+	// --address right after the subcommand, so that it is a flag even when args hold "--".
+	root.SetArgs(append([]string{args[0], "--address", address}, args[1:]...))
 	err := root.Execute()
 	return out.String(), err
 }

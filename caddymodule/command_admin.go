@@ -19,7 +19,6 @@ import (
 )
 
 // adminCommands are the operator's view of async routes, through the running Caddy's admin API.
-// An event ID travels as ?id=, which nothing on the way rewrites (see AdminAPI).
 func adminCommands() []*cobra.Command {
 	var state, after string
 	var limit int
@@ -37,28 +36,72 @@ func adminCommands() []*cobra.Command {
 
 	show := adminCommand("show <route> <id>", "Shows one event: attempts, last error, next attempt", cobra.ExactArgs(2),
 		func(args []string) (string, string, error) {
-			return http.MethodGet, "/hookgate/events/" + url.PathEscape(args[0]) + "?" + url.Values{"id": {args[1]}}.Encode(), nil
+			return http.MethodGet, eventPath("events", args[0], args[1]), nil
 		})
-	var all bool
-	replay := adminCommand("replay (<route> <id> | --all <route>)", "Replays one dead event, or with --all as many as leave room for new events", cobra.RangeArgs(1, 2),
+	var all allFlag
+	var replayAfter string
+	replay := adminCommand("replay (<route> <id> | --all <route> [--after <cursor>])", "Replays one dead event, or with --all as many as leave room for new events", cobra.RangeArgs(1, 2),
 		func(args []string) (string, string, error) {
-			uri := "/hookgate/replay/" + url.PathEscape(args[0])
 			switch {
-			case all && len(args) == 2:
+			case all.afterRoute:
+				return "", "", errors.New("--all goes before the route (replay --all <route>): after it, it may be an event ID from a variable; " +
+					"to replay one event whose ID starts with -, put -- before the ID")
+			case all.set && len(args) == 2:
 				return "", "", errors.New("give either an event ID or --all, not both")
-			case all:
-				return http.MethodPost, uri + "?all=1", nil
+			case all.set && replayAfter != "":
+				return http.MethodPost, "/hookgate/replay/" + url.PathEscape(args[0]) + "?" + url.Values{"all": {"1"}, "after": {replayAfter}}.Encode(), nil
+			case all.set:
+				return http.MethodPost, "/hookgate/replay/" + url.PathEscape(args[0]) + "?all=1", nil
+			case replayAfter != "":
+				return "", "", errors.New("--after goes with --all: it is where an earlier replay --all stopped (its next)")
 			case len(args) == 1:
 				return "", "", errors.New("say which dead letter to replay (its ID), or replay every one with --all")
 			}
-			return http.MethodPost, uri + "?" + url.Values{"id": {args[1]}}.Encode(), nil
+			return http.MethodPost, eventPath("replay", args[0], args[1]), nil
 		})
-	replay.Flags().BoolVar(&all, "all", false, "replay the route's dead letters while its backlog is below half of max_pending")
+	all.args = replay.Flags()
+	replay.Flags().Var(&all, "all", "replay the route's dead letters while its backlog is below half of max_pending")
+	replay.Flags().Lookup("all").NoOptDefVal = "true"
+	replay.Flags().StringVar(&replayAfter, "after", "", "with --all, go on after this cursor: the next of a replay --all that stopped")
 	status := adminCommand("status <route>", "Shows a route's backlog and its bound, and whether its upstream is paused", cobra.ExactArgs(1),
 		func(args []string) (string, string, error) {
 			return http.MethodGet, "/hookgate/status/" + url.PathEscape(args[0]), nil
 		})
 	return []*cobra.Command{events, show, replay, status}
+}
+
+// eventPath is the admin API's path of route's event id, the ID its last segment: every version
+// of the API reads it as that one event, where one from before ?id= reads /replay/<route>?id=<id>
+// as "replay every dead letter" (a newer caddy binary's CLI can meet an older running server). An
+// ID of "." or ".." is written %2E, which Go's mux (Caddy's admin endpoint) and client leave alone
+// (browsers and curl do not: the page uses ?id=).
+func eventPath(verb, route, id string) string {
+	segment := url.PathEscape(id)
+	if segment == "." || segment == ".." {
+		segment = strings.ReplaceAll(segment, ".", "%2E")
+	}
+	return "/hookgate/" + verb + "/" + url.PathEscape(route) + "/" + segment
+}
+
+// allFlag is replay's --all, which notes whether it came after the route: there it may be an
+// event ID from a variable ("$ID" holding "--all"), and replaying every dead letter is never what
+// a replay of one event may turn into.
+type allFlag struct {
+	set, afterRoute bool
+	// args is the flag set being parsed, whose arguments so far tell where --all stands.
+	args interface{ NArg() int }
+}
+
+func (f *allFlag) String() string { return strconv.FormatBool(f.set) }
+func (f *allFlag) Type() string   { return "bool" }
+
+func (f *allFlag) Set(value string) error {
+	set, err := strconv.ParseBool(value)
+	if err != nil {
+		return err
+	}
+	f.set, f.afterRoute = set, f.afterRoute || f.args.NArg() > 0
+	return nil
 }
 
 // adminCommand makes a subcommand that sends one admin API request and prints the JSON answer.

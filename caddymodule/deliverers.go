@@ -26,6 +26,8 @@ type pooledDeliverer struct {
 	*deliver.Deliverer
 	key   routeKey
 	store *pooledLedger
+	// replaying is held while a replay reads the backlog and replays one event (replayIfRoom).
+	replaying sync.Mutex
 
 	mu sync.Mutex
 	// owners are the started configs' apps holding the deliverer, in the order they started,

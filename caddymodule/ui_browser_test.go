@@ -299,3 +299,46 @@ func TestDeadLetterPageInBrowser(t *testing.T) {
 		t.Fatalf("the page says %q (%v), want it to say one dead letter was replayed", message, err)
 	}
 }
+
+// The page's "Replay all dead" goes on from where the previous one stopped: clicked again and
+// again, it reaches the dead letters behind two at the head that fail again slowly and take the
+// room (max_pending 4) on every replay from the oldest.
+func TestDeadLetterPageReplayAllGoesOnWhereItStopped(t *testing.T) {
+	up, behind, drained := slowHeadDeadLetters(t, "uinext")
+	browser := newBrowser(t, 60*time.Second)
+	replayAll := func(action string) chromedp.CSS {
+		return chromedp.CSS(`#routes tr[data-route="uinext"] button[data-action="` + action + `"]`)
+	}
+	message := func() string {
+		text, _ := chromedp.Run(browser, chromedp.Text(chromedp.ID("message")))
+		return text
+	}
+	if err := chromedp.Do(browser, chromedp.Navigate(startUIProxy(t)), chromedp.WaitVisible(replayAll("replay-all"))); err != nil {
+		t.Fatal(err)
+	}
+	allReplayed := func() bool {
+		for _, id := range behind {
+			if up.count(id) < 2 {
+				return false
+			}
+		}
+		return true
+	}
+	for rounds := 1; !allReplayed(); rounds++ {
+		if rounds > 10 {
+			t.Fatalf("after %d clicks on Replay all dead, the dead letters behind the slow ones were sent %v times, want each twice; the page says %q",
+				rounds-1, upstreamCounts(up, behind), message())
+		}
+		// The first click says what the second will do, so the message holds no earlier answer.
+		if err := chromedp.Do(browser, chromedp.Click(replayAll("replay-all")), chromedp.Click(replayAll("confirm-replay-all"))); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the replay's answer on the page", 10*time.Second, func() bool { return strings.Contains(message(), "replayed") })
+		drained()
+	}
+	for id, n := range upstreamCounts(up, behind) {
+		if n != 2 {
+			t.Errorf("%s sent %d times, want twice", id, n)
+		}
+	}
+}
