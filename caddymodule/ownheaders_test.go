@@ -215,3 +215,61 @@ http://localhost:9080 {
 		t.Errorf("the app got the trailers %s", strings.Join(forged, ", "))
 	}
 }
+
+// handle_errors is a route list of its own, and some requests reach it before the site's routes
+// (and so the strip route) ran: one basic_auth refused (ordered before hookgate), one Caddy refused
+// itself (a method over 32 bytes, refused even before Caddy drops `_` and `.` header names). An
+// error route that proxies to the app, with the README's request_header lines, hands it nothing
+// forged.
+func TestErrorRoutesThatProxyToTheAppGetNothingForged(t *testing.T) {
+	app := newUpstream(t)
+	tester := caddytest.NewTester(t)
+	tester.InitServer(fmt.Sprintf(`{
+	skip_install_trust
+	admin localhost:2999
+	http_port 9080
+	https_port 9443
+	grace_period 5s
+}
+http://localhost:9080 {
+	bind 127.0.0.1
+	basic_auth /admin* {
+		bob $2a$14$Zkx19XLiW6VYouLHR5NmfOFU0z2GTNmpkT/5qqR7hx4IjWJPDhjvG
+	}
+	hookgate /hooks/* {
+		preset  standard
+		secret  {env.HOOKGATE_TEST_SECRET}
+		name    strip_errors
+		storage badger %[2]s
+	}
+	reverse_proxy %[1]s
+	handle_errors {
+		request_header -Hookgate-*
+		request_header -Hookgate_*
+		request_header -Hookgate.*
+		reverse_proxy %[1]s
+	}
+}
+`, app.Listener.Addr(), storageDir), "caddyfile")
+
+	for _, method := range []string{http.MethodPost, strings.Repeat("LONGMETHOD", 4)} {
+		for _, path := range []string{"/admin", "/hooks/x"} {
+			req, err := http.NewRequest(method, "http://localhost:9080"+path, strings.NewReader(`{}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			forgeHookgateHeaders(req.Header, method[:4]+" "+path)
+			resp, err := tester.Client.Do(req)
+			if err != nil {
+				t.Fatalf("%s %s: %v", method, path, err)
+			}
+			resp.Body.Close()
+		}
+	}
+	if app.total() != 3 { // /admin twice, and /hooks/x with the long method: all by handle_errors
+		t.Fatalf("the app got %d requests, want the 3 error routes", app.total())
+	}
+	if forged := forgedHeadersSeen(app); len(forged) > 0 {
+		t.Errorf("the app got %s", strings.Join(forged, ", "))
+	}
+}
