@@ -42,6 +42,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if err != nil {
 		return out.reject(status, err)
 	}
+	stripHookgateHeaders(r.Trailer) // read with the body, and handed on with it by reverse_proxy
 	// The public URL, for schemes that sign it (publicurl.go); a timestamp inside the body, for
 	// schemes that sign one there (bodytimestamp.go).
 	msg := h.message(r, body)

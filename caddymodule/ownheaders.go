@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"io"
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
@@ -39,8 +40,28 @@ func (*StripHeaders) CaddyModule() caddy.ModuleInfo {
 func (*StripHeaders) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	if passed, _ := r.Context().Value(passedKey{}).(bool); !passed {
 		stripHookgateHeaders(r.Header)
+		if r.Trailer != nil && r.Body != nil { // trailers were announced: they come after the body
+			r.Body = &trailerStripper{ReadCloser: r.Body, trailer: r.Trailer}
+		}
 	}
 	return next.ServeHTTP(w, r)
+}
+
+// trailerStripper drops our headers from a request's trailers as its body ends: they arrive after
+// it, when every handler has long looked at the headers, and reverse_proxy hands them on. net/http
+// fills the announced trailers into this same map at the body's end (unannounced ones go to a map
+// Caddy's copy of the request never sees, and so are not handed on).
+type trailerStripper struct {
+	io.ReadCloser
+	trailer http.Header
+}
+
+func (b *trailerStripper) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		stripHookgateHeaders(b.trailer)
+	}
+	return n, err
 }
 
 // passedKey marks, in a request's context, that hookgate verified it and set its headers. A

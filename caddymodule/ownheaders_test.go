@@ -2,9 +2,12 @@ package caddymodule
 
 import (
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -136,6 +139,135 @@ http://localhost:9080 {
 	sendForged(t, tester.Client, "/other", "evt_strip_spellings_other", testSecret)
 	if app.total() != 2 {
 		t.Fatalf("the app got %d requests, want the genuine event and /other", app.total())
+	}
+	if forged := forgedHeadersSeen(app); len(forged) > 0 {
+		t.Errorf("the app got %s", strings.Join(forged, ", "))
+	}
+}
+
+// Trailer fields come after the body, once every handler has looked at the headers; reverse_proxy
+// hands them on. A forged Hookgate-Verified sent as a trailer (RFC 9110 forbids merging trailers
+// into headers, but Tomcat's allowedTrailerHeaders and Apache's MergeTrailers do) reaches the app
+// neither beside a genuine event nor on a path hookgate does not take.
+func TestForgedHookgateTrailersNeverReachTheApp(t *testing.T) {
+	var mu sync.Mutex
+	var trailers []string
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // the trailers are there once the body is read
+		mu.Lock()
+		defer mu.Unlock()
+		for name, values := range r.Trailer {
+			trailers = append(trailers, fmt.Sprintf("%s %s: %q", r.URL.Path, name, values))
+		}
+	}))
+	t.Cleanup(app.Close)
+	tester := caddytest.NewTester(t)
+	tester.InitServer(fmt.Sprintf(`{
+	skip_install_trust
+	admin localhost:2999
+	http_port 9080
+	https_port 9443
+	grace_period 5s
+}
+http://localhost:9080 {
+	bind 127.0.0.1
+	hookgate /hooks/* {
+		preset  standard
+		secret  {env.HOOKGATE_TEST_SECRET}
+		name    strip_trailers
+		storage badger %[2]s
+	}
+	reverse_proxy %[1]s
+}
+`, app.Listener.Addr(), storageDir), "caddyfile")
+
+	send := func(path string, ev *event) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, "http://localhost:9080"+path, io.NopCloser(strings.NewReader(ev.body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header = ev.headers.Clone()
+		req.ContentLength = -1 // chunked, which is what carries trailers
+		req.Trailer = http.Header{"Hookgate-Verified": {"forged"}, "Hookgate-Event-Id": {"forged"}}
+		resp, err := tester.Client.Do(req)
+		if err != nil {
+			t.Fatalf("sending to %s: %v", path, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := send("/hooks/x", signedEvent(t, "evt_strip_trailers", `{"type":"test"}`, time.Now(), testSecret)); got != http.StatusOK {
+		t.Fatalf("the genuine event: got %d", got)
+	}
+	if got := send("/other", signedEvent(t, "evt_strip_trailers_other", `{"type":"test"}`, time.Now(), testSecret)); got != http.StatusOK {
+		t.Fatalf("/other: got %d", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var forged []string
+	for _, tr := range trailers {
+		if strings.Contains(tr, "forged") {
+			forged = append(forged, tr)
+		}
+	}
+	if len(forged) > 0 {
+		t.Errorf("the app got the trailers %s", strings.Join(forged, ", "))
+	}
+}
+
+// handle_errors is a route list of its own, and some requests reach it before the site's routes
+// (and so the strip route) ran: one basic_auth refused (ordered before hookgate), one Caddy refused
+// itself (a method over 32 bytes, refused even before Caddy drops `_` and `.` header names). An
+// error route that proxies to the app, with the README's request_header lines, hands it nothing
+// forged.
+func TestErrorRoutesThatProxyToTheAppGetNothingForged(t *testing.T) {
+	app := newUpstream(t)
+	tester := caddytest.NewTester(t)
+	tester.InitServer(fmt.Sprintf(`{
+	skip_install_trust
+	admin localhost:2999
+	http_port 9080
+	https_port 9443
+	grace_period 5s
+}
+http://localhost:9080 {
+	bind 127.0.0.1
+	basic_auth /admin* {
+		bob $2a$14$Zkx19XLiW6VYouLHR5NmfOFU0z2GTNmpkT/5qqR7hx4IjWJPDhjvG
+	}
+	hookgate /hooks/* {
+		preset  standard
+		secret  {env.HOOKGATE_TEST_SECRET}
+		name    strip_errors
+		storage badger %[2]s
+	}
+	reverse_proxy %[1]s
+	handle_errors {
+		request_header -Hookgate-*
+		request_header -Hookgate_*
+		request_header -Hookgate.*
+		reverse_proxy %[1]s
+	}
+}
+`, app.Listener.Addr(), storageDir), "caddyfile")
+
+	for _, method := range []string{http.MethodPost, strings.Repeat("LONGMETHOD", 4)} {
+		for _, path := range []string{"/admin", "/hooks/x"} {
+			req, err := http.NewRequest(method, "http://localhost:9080"+path, strings.NewReader(`{}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			forgeHookgateHeaders(req.Header, method[:4]+" "+path)
+			resp, err := tester.Client.Do(req)
+			if err != nil {
+				t.Fatalf("%s %s: %v", method, path, err)
+			}
+			resp.Body.Close()
+		}
+	}
+	if app.total() != 3 { // /admin twice, and /hooks/x with the long method: all by handle_errors
+		t.Fatalf("the app got %d requests, want the 3 error routes", app.total())
 	}
 	if forged := forgedHeadersSeen(app); len(forged) > 0 {
 		t.Errorf("the app got %s", strings.Join(forged, ", "))
