@@ -130,3 +130,29 @@ func TestWorkingMemoryCoversFormsUnderARaisedQueryLimit(t *testing.T) {
 		})
 	}
 }
+
+// A signed URL as long as a request line may be (1 MiB, Go's default header limit) with a small
+// forged form: verification allocates beyond WorkingMemory no more than twice the URL's length
+// (the port variant's copy), not a copy of it grown chunk by chunk for each variant tried.
+func TestLongSignedURLAllocatesAtMostTwiceItsLength(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates beside the code measured")
+	}
+	c := mustPreset(t, "twilio")
+	v := mustVerifier(t, c, secretFor(c))
+	m := &Message{Header: http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}, Body: []byte("CallSid=CA1"),
+		Method: http.MethodPost, URL: "https://hooks.example.com:443/hooks/twilio?pad=" + strings.Repeat("a", 1<<20)}
+	if err := SignMessage(c, secretFor(c), "", time.Now(), m); err != nil {
+		t.Fatal(err)
+	}
+	m.Body[len(m.Body)-1]-- // forged
+	allocated := coldAllocatedBytes(func() {
+		if _, err := v.VerifyMessage(m, time.Now()); err == nil {
+			t.Fatal("a forged body verified")
+		}
+	})
+	if beyond := allocated - v.WorkingMemory(int64(len(m.Body))); beyond > 2*int64(len(m.URL)) {
+		t.Fatalf("a forged form under a %d-byte URL: verification allocates %d bytes, %d beyond WorkingMemory, over twice the URL",
+			len(m.URL), allocated, beyond)
+	}
+}
