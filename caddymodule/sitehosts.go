@@ -99,7 +99,9 @@ func (h *Handler) checkSiteHosts() error {
 			"set public_url to the URL the provider calls (in JSON config, site_hosts may list the site's host names instead)", h.scheme)
 	}
 	for _, entry := range h.SiteHosts {
-		if name, _ := splitHost(entry); name == "" || strings.ContainsAny(name, "*{}/@ ") {
+		// The whole entry is checked: "https://host" splits into the name "https" and a port.
+		name, port := splitHost(entry)
+		if name == "" || strings.ContainsAny(entry, "*{}/@ ") || strings.Trim(port, "0123456789") != "" {
 			return fmt.Errorf("hookgate: site_hosts entry %q: want an exact host name, with an optional :port", entry)
 		}
 	}

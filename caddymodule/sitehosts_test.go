@@ -72,6 +72,16 @@ func TestURLSigningJSONWithoutSiteHostsNeedsPublicURL(t *testing.T) {
 	expectProvisionRefused(t, Handler{Preset: "square", Secrets: []string{"x"}, SiteHosts: []string{"*.example.com"}}, "want an exact host name")
 }
 
+// A site_hosts entry written as a URL, or with a port that is no number, names no host: it is
+// refused when the config loads, not left to refuse every request (or to match a host "https").
+func TestURLSigningJSONSiteHostsEntryThatIsNoHostIsRefused(t *testing.T) {
+	for _, entry := range []string{"https://hooks.example.com", "hooks.example.com:https", "hooks.example.com:443/hooks"} {
+		t.Run(entry, func(t *testing.T) {
+			expectProvisionRefused(t, Handler{Preset: "twilio", Secrets: []string{"x"}, SiteHosts: []string{entry}}, "want an exact host name")
+		})
+	}
+}
+
 // The Caddyfile adapter fills site_hosts with the site's addresses, lower-cased, each with the port
 // Caddy serves it on, also inside nested blocks; not with public_url, nor for a site taking any host.
 func TestSiteHostsFromTheSiteAddresses(t *testing.T) {

@@ -38,7 +38,7 @@ type macState struct {
 // the form parameters written apart cost Twilio two more blocks at the slow one.
 type stagingWriter struct{ signed []byte }
 
-// maxStagedForm is the largest form staged: past it, the two blocks saved are not worth a copy.
+// maxStagedForm is the largest signed message staged: past it, the two blocks saved are not worth a copy.
 const maxStagedForm = 4 << 10
 
 func (s *stagingWriter) Write(p []byte) (int, error) {
@@ -63,13 +63,12 @@ func newKeyedMAC(newHash func() hash.Hash, key []byte) *keyedMAC {
 func (k *keyedMAC) compute(t *signedTemplate, fields *signedFields, body []byte, fn func(mac []byte)) {
 	state := k.pool.Get().(*macState)
 	state.mac.Reset()
-	if fields.form != nil && len(fields.form.signed) <= maxStagedForm {
+	// The whole message, URL included, is measured: a long URL would be copied 256 bytes at a
+	// time into a growing buffer, for each URL variant tried, when its chunks take the fast path.
+	if fields.form != nil && t.size(fields, body) <= maxStagedForm {
 		state.staged.signed = state.staged.signed[:0]
 		t.writeTo(&state.staged, state.scratch[:], fields, body)
 		state.mac.Write(state.staged.signed)
-		if cap(state.staged.signed) > maxPooledFormBytes {
-			state.staged.signed = nil // a huge URL's copy is not kept with the key
-		}
 	} else {
 		t.writeTo(state.mac, state.scratch[:], fields, body)
 	}

@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"runtime"
@@ -95,5 +96,63 @@ func TestWorkingMemoryOfStreamingSchemesIsNone(t *testing.T) {
 		if got := mustVerifier(t, c, secretFor(c)).WorkingMemory(1 << 20); got != 0 {
 			t.Errorf("%s: WorkingMemory %d, want 0", name, got)
 		}
+	}
+}
+
+// With url.ParseQuery's parameter limit raised (GODEBUG urlmaxqueryparams), a forged form of the
+// largest size, all separators and one-byte names, allocates within WorkingMemory too: what
+// asking ParseQuery about its parameter count takes is counted with the parameters.
+func TestWorkingMemoryCoversFormsUnderARaisedQueryLimit(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates beside the code measured")
+	}
+	for _, godebug := range []string{"urlmaxqueryparams=0", "urlmaxqueryparams=1000000"} {
+		t.Run(godebug, func(t *testing.T) {
+			t.Setenv("GODEBUG", godebug)
+			c := mustPreset(t, "twilio")
+			v := mustVerifier(t, c, secretFor(c))
+			m := &Message{Header: http.Header{"Content-Type": {"application/x-www-form-urlencoded"}},
+				Body: []byte(strings.Repeat("a&", 1<<19-1) + "b"), Method: http.MethodPost, URL: "https://hooks.example.com/hooks/twilio"}
+			if err := SignMessage(c, secretFor(c), "", time.Now(), m); err != nil {
+				t.Fatal(err)
+			}
+			m.Body[len(m.Body)-1]-- // forged
+			v.WorkingMemory(0)      // the limit under this GODEBUG, found once
+			allocated := coldAllocatedBytes(func() {
+				if _, err := v.VerifyMessage(m, time.Now()); err == nil {
+					t.Fatal("a forged body verified")
+				}
+			})
+			if reserved := v.WorkingMemory(int64(len(m.Body))); allocated > reserved {
+				t.Fatalf("a forged form of %d parameters: verification allocates %d bytes beyond the body, WorkingMemory says %d",
+					bytes.Count(m.Body, []byte{'&'})+1, allocated, reserved)
+			}
+		})
+	}
+}
+
+// A signed URL as long as a request line may be (1 MiB, Go's default header limit) with a small
+// forged form: verification allocates beyond WorkingMemory no more than twice the URL's length
+// (the port variant's copy), not a copy of it grown chunk by chunk for each variant tried.
+func TestLongSignedURLAllocatesAtMostTwiceItsLength(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates beside the code measured")
+	}
+	c := mustPreset(t, "twilio")
+	v := mustVerifier(t, c, secretFor(c))
+	m := &Message{Header: http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}, Body: []byte("CallSid=CA1"),
+		Method: http.MethodPost, URL: "https://hooks.example.com:443/hooks/twilio?pad=" + strings.Repeat("a", 1<<20)}
+	if err := SignMessage(c, secretFor(c), "", time.Now(), m); err != nil {
+		t.Fatal(err)
+	}
+	m.Body[len(m.Body)-1]-- // forged
+	allocated := coldAllocatedBytes(func() {
+		if _, err := v.VerifyMessage(m, time.Now()); err == nil {
+			t.Fatal("a forged body verified")
+		}
+	})
+	if beyond := allocated - v.WorkingMemory(int64(len(m.Body))); beyond > 2*int64(len(m.URL)) {
+		t.Fatalf("a forged form under a %d-byte URL: verification allocates %d bytes, %d beyond WorkingMemory, over twice the URL",
+			len(m.URL), allocated, beyond)
 	}
 }
