@@ -82,9 +82,12 @@ func (c *collector) close() {
 // (DB.MaxVersion) under a lock Badger's writer does not take when it sets
 // it, a data race. Between groups no write is in flight, and the lock of
 // exclusive orders the rewrite's read after the last commit's write. Commits
-// queue meanwhile; a call that finds no file to rewrite only reads Badger's
-// discard statistics. (The benchmarks' per-transaction baseline has no
-// committer to keep out.)
+// queue meanwhile: for a rewrite, 10-25 ms for a file of delivered bodies and
+// up to ~85 ms for one still 45% live (measured on a shared 2-core VM); a
+// call that finds no file to rewrite only reads Badger's discard statistics
+// (µs). The collector's next call waits behind the committer, which has
+// waited longer (sync.Mutex hands over to a waiter after 1 ms). (The
+// benchmarks' per-transaction baseline has no committer to keep out.)
 func (b *Badger) collectGarbage() error {
 	gc := func() error { return b.db.RunValueLogGC(gcDiscardRatio) }
 	if b.commits == nil {
