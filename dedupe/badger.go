@@ -89,7 +89,7 @@ func openBadger(dir string, perTxnSync bool, previous *Badger) (*Badger, error) 
 		db.Close()
 		return nil, fmt.Errorf("dedupe: open %s: counting the backlog: %w", dir, err)
 	}
-	b.gc = startCollector(db, log)
+	b.gc = startCollector(b.collectGarbage, log)
 	return b, nil
 }
 

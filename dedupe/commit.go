@@ -33,8 +33,9 @@ var errClosed = errors.New("store is closed")
 //
 // Being the only writer also makes every read-check-write atomic without
 // conflict detection: no other write can come between a request's reads and
-// its writes. (Badger's value-log GC writes too, but only moves values it
-// keeps, under their old versions; it changes nothing a request reads.)
+// its writes. (Badger's value-log GC writes too, between groups (gc.go), and
+// only moves values it keeps, under their old versions; it changes nothing a
+// request reads.)
 //
 // A group is applied only after the previous one's commit returned: Badger
 // makes a new transaction wait for every commit in flight anyway, so that
@@ -56,7 +57,8 @@ type committer struct {
 	settled func(txn *badger.Txn, committed bool)
 
 	// writing is held while a group is applied and committed; exclusive holds it to keep the
-	// committer out of Badger while Badger refuses writes (reclaim.go).
+	// committer out of Badger while Badger refuses writes (reclaim.go) or rewrites a value-log
+	// file (gc.go).
 	writing sync.Mutex
 
 	mu     sync.Mutex

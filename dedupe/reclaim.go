@@ -48,7 +48,7 @@ func (b *Badger) Reclaim(ctx context.Context) error {
 		return err
 	}
 	for !b.use.stopping() {
-		err := b.db.RunValueLogGC(gcDiscardRatio)
+		err := b.collectGarbage()
 		if errors.Is(err, badger.ErrNoRewrite) || errors.Is(err, badger.ErrRejected) {
 			return nil
 		}
