@@ -7,13 +7,14 @@ local budget, maxBytes, run = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
 local q = T .. 'q'
 
 -- The same call run again (go-redis runs a call again when its reply was lost) hands out what
--- its first run leased: those events are due at the lease end and marked with the call's token.
-local again = {1, 0}
+-- its first run leased: those events are due at the lease end and marked with the call's token;
+-- and reports the gone events' entries it dropped, kept under the token (T g:<token>) for that.
+local again = {1, tonumber(redis.call('GET', T .. 'g:' .. run) or '0')}
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', q, untilUs, untilUs, 'LIMIT', 0, 4 * n)) do
   local h = T .. 'e:' .. id
   if redis.call('HGET', h, 'ln') == run then again[#again + 1] = redis.call('HGETALL', h) end
 end
-if #again > 2 then return again end
+if #again > 2 or again[2] > 0 then return again end
 
 -- Entities whose holder's lease lapsed are free again.
 for _, entity in ipairs(redis.call('ZRANGEBYSCORE', T .. 'L', '-inf', ARGV[1], 'LIMIT', 0, budget)) do
@@ -79,6 +80,7 @@ while wanted() and examined < budget do
 end
 if examined >= budget and wanted() then out[1] = 1 end
 out[2] = gone
+if gone > 0 then redis.call('SET', T .. 'g:' .. run, gone, 'PX', 60000) end
 
 -- A gone event's member in the Pending listing would count in Pending and max_pending for good.
 -- Once Lease has met a gone event, it walks the listing, as many members per run as it may
