@@ -84,7 +84,8 @@ if gone > 0 then redis.call('SET', T .. 'g:' .. run, gone, 'PX', 60000) end
 
 -- A gone event's member in the Pending listing would count in Pending and max_pending for good.
 -- Once Lease has met a gone event, it walks the listing, as many members per run as it may
--- examine, from where the last run stopped, and drops the members of gone events. T z holds the
+-- examine, from where the last run stopped, and drops the members of gone events (their ID's
+-- hash is gone, or is a later event's, accepted again under the ID). T z holds the
 -- walk: '1' if gone events were met since it began (their members may lie behind it: walk the
 -- listing once more after its end) or '0', then the ZRANGEBYLEX bound it goes on from.
 local walk = redis.call('GET', T .. 'z')
@@ -95,7 +96,8 @@ if walk then
   local p = T .. 's:pending'
   local members = redis.call('ZRANGEBYLEX', p, string.sub(walk, 2), '+', 'LIMIT', 0, budget)
   for _, m in ipairs(members) do
-    if redis.call('EXISTS', T .. 'e:' .. string.sub(m, 17)) == 0 then redis.call('ZREM', p, m) end
+    -- Gone, or its ID accepted again since (the new event's member is another): as List does.
+    if redis.call('HGET', T .. 'e:' .. string.sub(m, 17), 'lx') ~= m then redis.call('ZREM', p, m) end
   end
   if #members == budget then
     redis.call('SET', T .. 'z', string.sub(walk, 1, 1) .. '(' .. members[#members])
