@@ -159,10 +159,11 @@ type goneLog struct {
 // noteGoneEvents counts the queue entries of events gone from Redis that a Lease of route ns
 // dropped, and logs them unless the route's last such line is less than goneLogEvery old.
 func (r *redisLedger) noteGoneEvents(ns string, n int) {
-	g, _ := r.gone.LoadOrStore(ns, &goneLog{})
-	g.(*goneLog).mu.Lock()
-	g.(*goneLog).unlogged += n
-	g.(*goneLog).mu.Unlock()
+	v, _ := r.gone.LoadOrStore(ns, &goneLog{})
+	g := v.(*goneLog)
+	g.mu.Lock()
+	g.unlogged += n
+	g.mu.Unlock()
 	r.logGoneEvents(ns)
 }
 
