@@ -22,8 +22,19 @@ func TestRedisAtMaxmemoryRefusesEventsAndLogsOnce(t *testing.T) {
 	pool, logs, accept := fullRedis(t)
 	ctx := context.Background()
 	for i := range 20 { // refusals and recorded deliveries, interleaved, as under load
-		if err := accept(fmt.Sprintf("evt_more_%d", i)); !errors.Is(err, errRedisFull) {
-			t.Fatalf("accept at maxmemory: %v, want errRedisFull", err)
+		// A recorded delivery frees its event's body, room for a new event now and then: new
+		// events are accepted until Redis refuses one again, so that each delivery below is
+		// recorded at maxmemory.
+		refused := false
+		for j := 0; j < 100 && !refused; j++ {
+			err := accept(fmt.Sprintf("evt_more_%d_%d", i, j))
+			if err != nil && !errors.Is(err, errRedisFull) {
+				t.Fatalf("accept at maxmemory: %v, want errRedisFull", err)
+			}
+			refused = err != nil
+		}
+		if !refused {
+			t.Fatalf("100 more events accepted after %d deliveries at maxmemory, want a refusal", i)
 		}
 		leased, err := pool.Lease(ctx, "r", time.Now(), 1, time.Minute)
 		if err != nil || len(leased) != 1 {

@@ -63,7 +63,7 @@ func (p *pooledLedger) openRedis() store {
 		client := redis.NewUniversalClient(&opts)
 		_, l.cluster = client.(*redis.ClusterClient)
 		l.Store = redisstore.New(client, p.redis.prefix)
-		l.Store.OnGoneEvents(l.logGoneEvents)
+		l.Store.OnGoneEvents(l.noteGoneEvents)
 		p.ledger = l
 	}
 	return p.ledger
@@ -91,6 +91,8 @@ type redisLedger struct {
 	// connected is set by each new connection to Redis, and checking while the persistence
 	// settings are being read (redispersistence.go).
 	connected, checking atomic.Bool
+	// gone holds each route's goneLog: its queued events found gone from Redis.
+	gone sync.Map
 	// verdict is what the last persistence check logged.
 	verdictMu sync.Mutex
 	verdict   string
@@ -142,8 +144,45 @@ func (r *redisLedger) observe(ctx context.Context, ns string, err error) error {
 	return err
 }
 
-// logGoneEvents logs the queue entries of events gone from Redis that a Lease dropped.
-func (r *redisLedger) logGoneEvents(ns string, n int) {
+// goneLogEvery is how often at most a route's queued events found gone from Redis are logged:
+// under an evicting maxmemory-policy the deliverer meets some poll after poll.
+const goneLogEvery = time.Minute
+
+// goneLog is a route's count of queued events found gone not logged yet, and when it last
+// logged.
+type goneLog struct {
+	mu       sync.Mutex
+	unlogged int
+	at       time.Time
+}
+
+// noteGoneEvents counts the queue entries of events gone from Redis that a Lease of route ns
+// dropped, and logs them unless the route's last such line is less than goneLogEvery old.
+func (r *redisLedger) noteGoneEvents(ns string, n int) {
+	v, _ := r.gone.LoadOrStore(ns, &goneLog{})
+	g := v.(*goneLog)
+	g.mu.Lock()
+	g.unlogged += n
+	g.mu.Unlock()
+	r.logGoneEvents(ns)
+}
+
+// logGoneEvents logs the count of route ns's gone events not logged yet, unless its last such
+// line is less than goneLogEvery old: each Lease calls it, so the count is logged soon after.
+func (r *redisLedger) logGoneEvents(ns string) {
+	v, ok := r.gone.Load(ns)
+	if !ok {
+		return
+	}
+	g := v.(*goneLog)
+	g.mu.Lock()
+	n := g.unlogged
+	if n == 0 || (!g.at.IsZero() && time.Since(g.at) < goneLogEvery) {
+		g.mu.Unlock()
+		return
+	}
+	g.unlogged, g.at = 0, time.Now()
+	g.mu.Unlock()
 	r.logger.Warn("dropped queued events whose data is gone from Redis (evicted under an evicting maxmemory-policy, deleted, or lost in a failover): they cannot be delivered",
 		zap.String("store", r.name), zap.String("route", ns), zap.Int("events", n))
 }
@@ -204,7 +243,9 @@ func (r *redisLedger) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Eve
 
 // Lease implements dedupe.Outbox.
 func (r *redisLedger) Lease(ctx context.Context, ns string, now time.Time, n int, lease time.Duration) ([]*dedupe.Event, error) {
-	return within(ctx, r, ns, func(ctx context.Context) ([]*dedupe.Event, error) { return r.Store.Lease(ctx, ns, now, n, lease) })
+	evs, err := within(ctx, r, ns, func(ctx context.Context) ([]*dedupe.Event, error) { return r.Store.Lease(ctx, ns, now, n, lease) })
+	r.logGoneEvents(ns) // what an earlier call dropped within goneLogEvery of a line
+	return evs, err
 }
 
 // Update implements dedupe.Outbox.

@@ -281,3 +281,47 @@ func TestRedisClusterSlotRefusalIsItsRoutesOutageOnly(t *testing.T) {
 		t.Fatalf("the moving route served again: %v, want one 'is back' for it", logs.All())
 	}
 }
+
+// Under an evicting maxmemory-policy Redis drops event hashes here and there among the queued
+// events, and the deliverer meets such entries poll after poll: the loss is logged at most once
+// a minute per route, with the count, not once per poll that dropped any.
+func TestRedisGoneQueuedEventsLoggedAtMostOnceAMinute(t *testing.T) {
+	srv := startRedis(t, redistest.Durable...)
+	pool, logs := newTestRedisPool(t, srv.Addr)
+	ctx := context.Background()
+	const events = 400
+	for i := range events {
+		id := fmt.Sprintf("evt_%03d", i)
+		ev := &dedupe.Event{ID: id, Method: "POST", URI: "/", AcceptedAt: time.Now()}
+		if _, err := pool.Accept(ctx, dedupe.Claim{Namespace: "r", ID: id, Lease: time.Minute}, ev, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < events; i += 2 { // every other event's data goes, as eviction would have it
+		if _, err := srv.Command("del", fmt.Sprintf("{%s:r}:e:evt_%03d", t.Name(), i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	delivered := 0
+	for polls := 0; delivered < events/2; polls++ {
+		if polls > events {
+			t.Fatalf("%d polls delivered %d of %d events", polls, delivered, events/2)
+		}
+		leased, err := pool.Lease(ctx, "r", time.Now(), 2, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range leased {
+			ev.State = dedupe.Delivered
+			if err := pool.Update(ctx, ev, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			delivered++
+		}
+	}
+	lines := logs.FilterLevelExact(zap.WarnLevel).FilterMessageSnippet("dropped queued events").Len()
+	if allowed := 1 + int(time.Since(start)/goneLogEvery); lines == 0 || lines > allowed {
+		t.Fatalf("the deliverer's polls dropped %d gone events: %d WARN lines, want 1 to %d: %v", events/2, lines, allowed, logs.All())
+	}
+}

@@ -17,6 +17,7 @@
 //	T o:<entity>       set: the entity's holders, its events one Lease handed out and not yet updated
 //	T L                zset: entity → its holders' lease end (µs)
 //	T b:<entity>       zset: events of the entity waiting while others hold it, by due time (µs)
+//	T g:<token>        string: how many gone events' queue entries the Lease run of that token dropped, for its retry (PX 60 s)
 //	T z                string: where Lease's walk of the Pending listing for members of gone events goes on (lease.lua); only while one is owed
 //
 // Each operation is one round trip: Claim, Done, Release, Accept, Lease, Update, Replay and List

@@ -40,7 +40,8 @@ const (
 // and its earliest waiting events go back on the queue. Their NextAttempt is unchanged meanwhile.
 //
 // Each run of the script has a token, kept in the hashes of the events it hands out ("ln"): run
-// again by go-redis after a lost reply, it hands out what its first run leased.
+// again by go-redis after a lost reply, it hands out what its first run leased, and reports the
+// gone events' entries its first run dropped.
 //
 // A queue entry whose event's hash is gone (Redis evicted it under an evicting maxmemory-policy,
 // someone deleted it, a failover lost it) is dropped as the script meets it, and so, over the

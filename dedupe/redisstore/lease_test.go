@@ -298,3 +298,23 @@ func TestLeaseDropsEntriesOfGoneEvents(t *testing.T) {
 		t.Fatalf("gone events reported %v over %d Lease calls, want %d in all, at most once per call", reports, calls, gone)
 	}
 }
+
+// An event whose hash is gone (evicted with its dedupe record) may be sent again by its provider
+// and accepted anew under the same ID: the gone one's Pending listing member is not the new
+// event's, and is dropped with the other gone events' members rather than count in Pending (and
+// max_pending) beside it.
+func TestLeaseDropsPendingMembersOfGoneEventsAcceptedAgain(t *testing.T) {
+	s := newStore(t)
+	tag, _ := s.tag(ns)
+	accept(t, s, claim("again"), base)
+	accept(t, s, claim("gone"), base.Add(time.Millisecond))
+	s.client.Del(ctx, tag+"e:again", tag+"i:again", tag+"e:gone")
+	accept(t, s, claim("again"), base.Add(time.Second))
+	got := lease(t, s, base.Add(2*time.Second), 10)
+	if len(got) != 1 || got[0].ID != "again" {
+		t.Fatalf("leased %v, want [again]", ids(got))
+	}
+	if n, err := s.Pending(ctx, ns); err != nil || n != 1 {
+		t.Fatalf("Pending with one live event, accepted again after its first was gone: %d %v, want 1", n, err)
+	}
+}

@@ -182,3 +182,35 @@ func TestRetriedReplaySucceedsAndQueuesTheEventOnce(t *testing.T) {
 		t.Fatalf("Pending after the replay: %d, want 1", n)
 	}
 }
+
+// A Lease whose run dropped the queue entries of gone events, its reply lost and retried by the
+// client, still reports them: the retry finds nothing left to drop, and the operator would never
+// hear that those events were lost.
+func TestRetriedLeaseReportsTheGoneEventsItsFirstRunDropped(t *testing.T) {
+	for _, live := range []bool{true, false} {
+		p := newDropProxy(t, server.Addr)
+		s := retryingStore(t, p, newPrefix())
+		reported := 0
+		s.OnGoneEvents(func(_ string, n int) { reported += n })
+		tag, _ := s.tag(ns)
+		accept(t, s, claim("gone1"), base)
+		accept(t, s, claim("gone2"), base.Add(time.Millisecond))
+		if live {
+			accept(t, s, claim("live"), base.Add(2*time.Millisecond))
+		}
+		s.client.Del(ctx, tag+"e:gone1", tag+"e:gone2")
+		if _, err := s.Lease(ctx, "warm-up", base, 1, time.Minute); err != nil { // the server knows the script
+			t.Fatal(err)
+		}
+		p.armed.Store(true)
+		if _, err := s.Lease(ctx, ns, base.Add(time.Second), 1, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if p.armed.Load() {
+			t.Fatal("no reply was dropped")
+		}
+		if reported != 2 {
+			t.Fatalf("a live event behind them: %v; Lease dropped 2 gone events, its reply lost and retried: %d reported, want 2", live, reported)
+		}
+	}
+}

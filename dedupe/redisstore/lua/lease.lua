@@ -7,13 +7,14 @@ local budget, maxBytes, run = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
 local q = T .. 'q'
 
 -- The same call run again (go-redis runs a call again when its reply was lost) hands out what
--- its first run leased: those events are due at the lease end and marked with the call's token.
-local again = {1, 0}
+-- its first run leased: those events are due at the lease end and marked with the call's token;
+-- and reports the gone events' entries it dropped, kept under the token (T g:<token>) for that.
+local again = {1, tonumber(redis.call('GET', T .. 'g:' .. run) or '0')}
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', q, untilUs, untilUs, 'LIMIT', 0, 4 * n)) do
   local h = T .. 'e:' .. id
   if redis.call('HGET', h, 'ln') == run then again[#again + 1] = redis.call('HGETALL', h) end
 end
-if #again > 2 then return again end
+if #again > 2 or again[2] > 0 then return again end
 
 -- Entities whose holder's lease lapsed are free again.
 for _, entity in ipairs(redis.call('ZRANGEBYSCORE', T .. 'L', '-inf', ARGV[1], 'LIMIT', 0, budget)) do
@@ -79,10 +80,12 @@ while wanted() and examined < budget do
 end
 if examined >= budget and wanted() then out[1] = 1 end
 out[2] = gone
+if gone > 0 then redis.call('SET', T .. 'g:' .. run, gone, 'PX', 60000) end
 
 -- A gone event's member in the Pending listing would count in Pending and max_pending for good.
 -- Once Lease has met a gone event, it walks the listing, as many members per run as it may
--- examine, from where the last run stopped, and drops the members of gone events. T z holds the
+-- examine, from where the last run stopped, and drops the members of gone events (their ID's
+-- hash is gone, or is a later event's, accepted again under the ID). T z holds the
 -- walk: '1' if gone events were met since it began (their members may lie behind it: walk the
 -- listing once more after its end) or '0', then the ZRANGEBYLEX bound it goes on from.
 local walk = redis.call('GET', T .. 'z')
@@ -93,7 +96,8 @@ if walk then
   local p = T .. 's:pending'
   local members = redis.call('ZRANGEBYLEX', p, string.sub(walk, 2), '+', 'LIMIT', 0, budget)
   for _, m in ipairs(members) do
-    if redis.call('EXISTS', T .. 'e:' .. string.sub(m, 17)) == 0 then redis.call('ZREM', p, m) end
+    -- Gone, or its ID accepted again since (the new event's member is another): as List does.
+    if redis.call('HGET', T .. 'e:' .. string.sub(m, 17), 'lx') ~= m then redis.call('ZREM', p, m) end
   end
   if #members == budget then
     redis.call('SET', T .. 'z', string.sub(walk, 1, 1) .. '(' .. members[#members])
