@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/caddyserver/caddy/v2/caddytest"
 )
 
 // upstreamCounts is how many times up received each of ids.
@@ -108,28 +110,37 @@ func TestReplayRefusesAnEmptyID(t *testing.T) {
 	}
 }
 
-// With max_pending 3 and 10 dead letters, replaying all replays while the backlog is below half
-// the bound (2), says how many are left (8), and leaves room: a new webhook right after is
-// accepted. A single replay with the backlog at its bound is refused with 503 and Retry-After.
-func TestReplayAllLeavesRoomForNewEvents(t *testing.T) {
+// deadLettersBehindHeldUpstream starts route with the given max_pending line and n dead letters,
+// their IDs formatted from idFormat and 0 to n-1, then has the upstream hold every attempt so
+// that a replayed event stays in the backlog.
+func deadLettersBehindHeldUpstream(t *testing.T, route, maxPending string, n int, idFormat string) *caddytest.Tester {
+	t.Helper()
 	up := newUpstream(t)
 	up.status.Store(http.StatusNotFound)
-	tester := startAsyncGateway(t, "replayroom", up.Listener.Addr().String(), "max_pending 3")
-	const n = 10
+	tester := startAsyncGateway(t, route, up.Listener.Addr().String(), maxPending)
 	for i := range n {
-		ev := newEvent(t, fmt.Sprintf("evt_room_%d", i), fmt.Sprintf("obj_room_%d", i), 1)
-		waitFor(t, ev.id+" accepted", 10*time.Second, func() bool { return send(t, tester.Client, ev).status == http.StatusAccepted })
+		id := fmt.Sprintf(idFormat, i)
+		ev := newEvent(t, id, "obj_"+id, 1)
+		waitFor(t, id+" accepted", 10*time.Second, func() bool { return send(t, tester.Client, ev).status == http.StatusAccepted })
 	}
 	waitFor(t, "every event dead", 10*time.Second, func() bool {
-		_, body := admin(t, http.MethodGet, "/hookgate/events/replayroom?state=dead&fields=delivery")
+		_, body := admin(t, http.MethodGet, "/hookgate/events/"+route+"?state=dead&fields=delivery")
 		return strings.Count(body, `"id":`) == n
 	})
-	// The upstream now holds every attempt, so a replayed event stays in the backlog.
 	hold := make(chan struct{})
 	up.mu.Lock()
 	up.block = hold
 	up.mu.Unlock()
 	t.Cleanup(func() { close(hold) })
+	return tester
+}
+
+// With max_pending 3 and 10 dead letters, replaying all replays while the backlog is below half
+// the bound (2), says how many are left (8), and leaves room: a new webhook right after is
+// accepted. A single replay with the backlog at its bound is refused with 503 and Retry-After.
+func TestReplayAllLeavesRoomForNewEvents(t *testing.T) {
+	const n = 10
+	tester := deadLettersBehindHeldUpstream(t, "replayroom", "max_pending 3", n, "evt_room_%d")
 
 	var replayed struct{ Replayed, Left *int }
 	status, body := admin(t, http.MethodPost, "/hookgate/replay/replayroom?all=1")
@@ -159,23 +170,8 @@ func TestReplayAllLeavesRoomForNewEvents(t *testing.T) {
 // take the backlog to max_pending and no further: each reads the backlog and replays in one step,
 // so they do not each see room for one more. The events past the bound are refused with 503.
 func TestConcurrentReplaysStopAtMaxPending(t *testing.T) {
-	up := newUpstream(t)
-	up.status.Store(http.StatusNotFound)
-	tester := startAsyncGateway(t, "replayrace", up.Listener.Addr().String(), "max_pending 5")
 	const n = 40
-	for i := range n {
-		ev := newEvent(t, fmt.Sprintf("evt_race_%02d", i), fmt.Sprintf("obj_race_%d", i), 1)
-		waitFor(t, ev.id+" accepted", 10*time.Second, func() bool { return send(t, tester.Client, ev).status == http.StatusAccepted })
-	}
-	waitFor(t, "every event dead", 10*time.Second, func() bool {
-		_, body := admin(t, http.MethodGet, "/hookgate/events/replayrace?state=dead&fields=delivery")
-		return strings.Count(body, `"id":`) == n
-	})
-	hold := make(chan struct{}) // the upstream holds every attempt: a replayed event stays in the backlog
-	up.mu.Lock()
-	up.block = hold
-	up.mu.Unlock()
-	t.Cleanup(func() { close(hold) })
+	deadLettersBehindHeldUpstream(t, "replayrace", "max_pending 5", n, "evt_race_%02d")
 
 	var wg sync.WaitGroup
 	var replayed atomic.Int32

@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -46,22 +47,32 @@ func sendForged(t *testing.T, client *http.Client, path, id, secret string) repl
 	return got
 }
 
+// startSite starts the gateway with testSite's global options (and globals after them) and a
+// site whose body is site, in which %[1]s is the app's address and %[2]s the ledger's directory.
+func startSite(t *testing.T, app net.Addr, site string, globals ...string) *caddytest.Tester {
+	t.Helper()
+	cfg := testSite + fmt.Sprintf(site, app, storageDir) + "}\n"
+	cfg = strings.Replace(cfg, "grace_period 5s\n", "grace_period 5s\n"+strings.Join(globals, ""), 1)
+	tester := caddytest.NewTester(t)
+	tester.InitServer(cfg, "caddyfile")
+	return tester
+}
+
+// expectNothingForged fails the test if the app received a forged Hookgate-* header.
+func expectNothingForged(t *testing.T, app *upstream) {
+	t.Helper()
+	if forged := forgedHeadersSeen(app); len(forged) > 0 {
+		t.Errorf("the app got %s", strings.Join(forged, ", "))
+	}
+}
+
 // With hookgate inside handle blocks, the README's site-level `request_header -Hookgate-*` runs
 // before every block: the app reached from another block gets nothing forged, the genuine event
 // keeps hookgate's headers, and of two routes whose prefixes extend one another
 // (/hooks/line*, /hooks/linear*) only the longer one checks /hooks/linear.
 func TestSiteRequestHeaderKeepsForgedHeadersFromHandleBlocks(t *testing.T) {
 	app := newUpstream(t)
-	tester := caddytest.NewTester(t)
-	tester.InitServer(fmt.Sprintf(`{
-	skip_install_trust
-	admin localhost:2999
-	http_port 9080
-	https_port 9443
-	grace_period 5s
-}
-http://localhost:9080 {
-	bind 127.0.0.1
+	tester := startSite(t, app.Listener.Addr(), `
 	request_header -Hookgate-*
 	handle /hooks/line* {
 		hookgate {
@@ -84,8 +95,7 @@ http://localhost:9080 {
 	handle {
 		reverse_proxy %[1]s
 	}
-}
-`, app.Listener.Addr(), storageDir), "caddyfile")
+`)
 
 	if got := sendForged(t, tester.Client, "/hooks/linear", "evt_strip_handle", testSecret); got.status != http.StatusOK {
 		t.Fatalf("the genuine linear event: got %d %q", got.status, got.body)
@@ -99,9 +109,7 @@ http://localhost:9080 {
 	if got := sendForged(t, tester.Client, "/hooks/line/x", "evt_strip_line", testSecret); got.status != http.StatusUnauthorized {
 		t.Errorf("a linear-signed event on /hooks/line/x: got %d %q, want line's 401", got.status, got.body)
 	}
-	if forged := forgedHeadersSeen(app); len(forged) > 0 {
-		t.Errorf("the app got %s", strings.Join(forged, ", "))
-	}
+	expectNothingForged(t, app)
 }
 
 // A server that lets `_` and `.` header names in (Caddy drops them by default) still hands the app
@@ -109,20 +117,7 @@ http://localhost:9080 {
 // Hookgate-Verified: not with a genuine event, nor on a path hookgate does not take.
 func TestUnderscoreAndDotSpellingsOfHookgateHeadersAreStripped(t *testing.T) {
 	app := newUpstream(t)
-	tester := caddytest.NewTester(t)
-	tester.InitServer(fmt.Sprintf(`{
-	skip_install_trust
-	admin localhost:2999
-	http_port 9080
-	https_port 9443
-	grace_period 5s
-	servers {
-		expected_underscore_headers Hookgate_*
-		expected_dot_headers Hookgate.*
-	}
-}
-http://localhost:9080 {
-	bind 127.0.0.1
+	tester := startSite(t, app.Listener.Addr(), `
 	hookgate /hooks/* {
 		preset  standard
 		secret  {env.HOOKGATE_TEST_SECRET}
@@ -130,8 +125,11 @@ http://localhost:9080 {
 		storage badger %[2]s
 	}
 	reverse_proxy %[1]s
-}
-`, app.Listener.Addr(), storageDir), "caddyfile")
+`, `	servers {
+		expected_underscore_headers Hookgate_*
+		expected_dot_headers Hookgate.*
+	}
+`)
 
 	if got := sendForged(t, tester.Client, "/hooks/x", "evt_strip_spellings", testSecret); got.status != http.StatusOK {
 		t.Fatalf("the genuine event: got %d %q", got.status, got.body)
@@ -140,9 +138,7 @@ http://localhost:9080 {
 	if app.total() != 2 {
 		t.Fatalf("the app got %d requests, want the genuine event and /other", app.total())
 	}
-	if forged := forgedHeadersSeen(app); len(forged) > 0 {
-		t.Errorf("the app got %s", strings.Join(forged, ", "))
-	}
+	expectNothingForged(t, app)
 }
 
 // Trailer fields come after the body, once every handler has looked at the headers; reverse_proxy
@@ -161,16 +157,7 @@ func TestForgedHookgateTrailersNeverReachTheApp(t *testing.T) {
 		}
 	}))
 	t.Cleanup(app.Close)
-	tester := caddytest.NewTester(t)
-	tester.InitServer(fmt.Sprintf(`{
-	skip_install_trust
-	admin localhost:2999
-	http_port 9080
-	https_port 9443
-	grace_period 5s
-}
-http://localhost:9080 {
-	bind 127.0.0.1
+	tester := startSite(t, app.Listener.Addr(), `
 	hookgate /hooks/* {
 		preset  standard
 		secret  {env.HOOKGATE_TEST_SECRET}
@@ -178,8 +165,7 @@ http://localhost:9080 {
 		storage badger %[2]s
 	}
 	reverse_proxy %[1]s
-}
-`, app.Listener.Addr(), storageDir), "caddyfile")
+`)
 
 	send := func(path string, ev *event) int {
 		t.Helper()
@@ -223,16 +209,7 @@ http://localhost:9080 {
 // forged.
 func TestErrorRoutesThatProxyToTheAppGetNothingForged(t *testing.T) {
 	app := newUpstream(t)
-	tester := caddytest.NewTester(t)
-	tester.InitServer(fmt.Sprintf(`{
-	skip_install_trust
-	admin localhost:2999
-	http_port 9080
-	https_port 9443
-	grace_period 5s
-}
-http://localhost:9080 {
-	bind 127.0.0.1
+	tester := startSite(t, app.Listener.Addr(), `
 	basic_auth /admin* {
 		bob $2a$14$Zkx19XLiW6VYouLHR5NmfOFU0z2GTNmpkT/5qqR7hx4IjWJPDhjvG
 	}
@@ -249,8 +226,7 @@ http://localhost:9080 {
 		request_header -Hookgate.*
 		reverse_proxy %[1]s
 	}
-}
-`, app.Listener.Addr(), storageDir), "caddyfile")
+`)
 
 	for _, method := range []string{http.MethodPost, strings.Repeat("LONGMETHOD", 4)} {
 		for _, path := range []string{"/admin", "/hooks/x"} {
@@ -269,7 +245,5 @@ http://localhost:9080 {
 	if app.total() != 3 { // /admin twice, and /hooks/x with the long method: all by handle_errors
 		t.Fatalf("the app got %d requests, want the 3 error routes", app.total())
 	}
-	if forged := forgedHeadersSeen(app); len(forged) > 0 {
-		t.Errorf("the app got %s", strings.Join(forged, ", "))
-	}
+	expectNothingForged(t, app)
 }

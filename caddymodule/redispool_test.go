@@ -55,6 +55,33 @@ func countLogs(logs *observer.ObservedLogs, level zapcore.Level, snippet string)
 	return logs.FilterLevelExact(level).FilterMessageSnippet(snippet).Len()
 }
 
+// claimer claims an ID on route "r" of pool, with a one-minute lease.
+func claimer(ctx context.Context, pool *pooledLedger) func(id string) error {
+	return func(id string) error {
+		_, err := pool.Claim(ctx, dedupe.Claim{Namespace: "r", ID: id, Lease: time.Minute})
+		return err
+	}
+}
+
+// restartAndWaitForClaims restarts srv and waits until claim succeeds again.
+func restartAndWaitForClaims(t *testing.T, srv *redistest.Server, claim func(id string) error) {
+	t.Helper()
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "claims to work again", 10*time.Second, func() bool { return claim(fmt.Sprintf("evt_up_%d", time.Now().UnixNano())) == nil })
+}
+
+// claimAfter claims n more IDs, evt_after_0 onwards, each of which must succeed.
+func claimAfter(t *testing.T, claim func(id string) error, n int) {
+	t.Helper()
+	for i := range n {
+		if err := claim(fmt.Sprintf("evt_after_%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // A Redis without an fsync'ed append-only file cannot keep the promise that an acknowledged
 // event survives its restart: one WARN says so, however many requests follow.
 func TestRedisPersistenceWarnedOnce(t *testing.T) {
@@ -90,10 +117,7 @@ func TestRedisOutageLoggedOncePerChange(t *testing.T) {
 	srv := startRedis(t, redistest.Durable...)
 	pool, logs := newTestRedisPool(t, srv.Addr)
 	ctx := context.Background()
-	claim := func(id string) error {
-		_, err := pool.Claim(ctx, dedupe.Claim{Namespace: "r", ID: id, Lease: time.Minute})
-		return err
-	}
+	claim := claimer(ctx, pool)
 	if err := claim("evt_before"); err != nil {
 		t.Fatal(err)
 	}
@@ -113,15 +137,8 @@ func TestRedisOutageLoggedOncePerChange(t *testing.T) {
 		t.Fatalf("lease with Redis down: %v, want errRedisDown", err)
 	}
 
-	if err := srv.Restart(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "claims to work again", 10*time.Second, func() bool { return claim(fmt.Sprintf("evt_up_%d", time.Now().UnixNano())) == nil })
-	for i := range 10 {
-		if err := claim(fmt.Sprintf("evt_after_%d", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	restartAndWaitForClaims(t, srv, claim)
+	claimAfter(t, claim, 10)
 	if down, up := countLogs(logs, zap.ErrorLevel, "is unavailable"), countLogs(logs, zap.InfoLevel, "is back"); down != 1 || up != 1 {
 		t.Fatalf("%d ERROR and %d INFO lines for one outage, want 1 and 1: %v", down, up, logs.All())
 	}
@@ -172,10 +189,7 @@ func TestRedisPersistenceCheckedAgainAfterReconnect(t *testing.T) {
 	srv := startRedis(t, redistest.Durable...)
 	pool, logs := newTestRedisPool(t, srv.Addr)
 	ctx := context.Background()
-	claim := func(id string) error {
-		_, err := pool.Claim(ctx, dedupe.Claim{Namespace: "r", ID: id, Lease: time.Minute})
-		return err
-	}
+	claim := claimer(ctx, pool)
 	if err := claim("evt_before"); err != nil {
 		t.Fatal(err)
 	}
@@ -192,18 +206,11 @@ func TestRedisPersistenceCheckedAgainAfterReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	if err := srv.Restart(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "claims to work again", 10*time.Second, func() bool { return claim(fmt.Sprintf("evt_up_%d", time.Now().UnixNano())) == nil })
+	restartAndWaitForClaims(t, srv, claim)
 	waitFor(t, "the WARN about the new server's persistence", 10*time.Second, func() bool {
 		return countLogs(logs, zap.WarnLevel, "without the append-only file") > 0
 	})
-	for i := range 20 {
-		if err := claim(fmt.Sprintf("evt_after_%d", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	claimAfter(t, claim, 20)
 	if warns, infos := countLogs(logs, zap.WarnLevel, "without the append-only file"), countLogs(logs, zap.InfoLevel, "writes every event to disk"); warns != 1 || infos != 1 {
 		t.Fatalf("%d WARNs for the new settings and %d INFOs for the old ones, want 1 and 1: %v", warns, infos, logs.All())
 	}

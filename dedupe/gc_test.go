@@ -20,20 +20,7 @@ func TestValueLogGCDoesNotRaceCommits(t *testing.T) {
 	// Bodies above the value threshold go to the value log: 3000 of 8 KiB fill three files.
 	const events = 3000
 	body := bytes.Repeat([]byte("x"), 8<<10)
-	concurrently(t, events, func(i int) error {
-		ev := queued(fmt.Sprintf("evt-%05d", i), base)
-		ev.Body = body
-		_, err := b.Accept(ctx, Claim{Namespace: ev.Namespace}, ev, time.Hour)
-		return err
-	})
-	for delivered := 0; delivered < events; {
-		evs := lease(t, b, base, 256, time.Minute)
-		if len(evs) == 0 {
-			t.Fatalf("%d of %d events leased, then none", delivered, events)
-		}
-		markDelivered(t, b, evs)
-		delivered += len(evs)
-	}
+	acceptAndDeliver(t, b, events, body)
 	// Flush and compact, as Reclaim does, so that Badger counts the delivered bodies as garbage
 	// and their files qualify for a rewrite.
 	if err := b.update(ctx, "reclaim", func(txn *badger.Txn) error { return txn.Set(reclaimKey, nil) }); err != nil {

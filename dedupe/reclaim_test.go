@@ -24,20 +24,7 @@ func TestReclaimGivesBackTheSpaceOfDeliveredBodies(t *testing.T) {
 	ctx := context.Background()
 	const events = 6000
 	body := bytes.Repeat([]byte("x"), 8<<10)
-	concurrently(t, events, func(i int) error {
-		ev := queued(fmt.Sprintf("evt-%05d", i), base)
-		ev.Body = body
-		_, err := b.Accept(ctx, Claim{Namespace: ev.Namespace}, ev, time.Hour)
-		return err
-	})
-	for delivered := 0; delivered < events; {
-		evs := lease(t, b, base, 256, time.Minute)
-		if len(evs) == 0 {
-			t.Fatalf("%d of %d events leased, then none", delivered, events)
-		}
-		markDelivered(t, b, evs)
-		delivered += len(evs)
-	}
+	acceptAndDeliver(t, b, events, body)
 	// A last event stays pending: its body must survive.
 	last := queued("evt-pending", base)
 	last.Body = body
@@ -60,6 +47,26 @@ func TestReclaimGivesBackTheSpaceOfDeliveredBodies(t *testing.T) {
 	}
 	if n := len(lease(t, b, base, 16, time.Minute)); n != 1 {
 		t.Fatalf("leased %d events after Reclaim, want the pending one", n)
+	}
+}
+
+// acceptAndDeliver accepts events events, each with body, side by side, then leases and marks
+// every one delivered: their bodies are garbage in the value log from then on.
+func acceptAndDeliver(t *testing.T, b *Badger, events int, body []byte) {
+	t.Helper()
+	concurrently(t, events, func(i int) error {
+		ev := queued(fmt.Sprintf("evt-%05d", i), base)
+		ev.Body = body
+		_, err := b.Accept(context.Background(), Claim{Namespace: ev.Namespace}, ev, time.Hour)
+		return err
+	})
+	for delivered := 0; delivered < events; {
+		evs := lease(t, b, base, 256, time.Minute)
+		if len(evs) == 0 {
+			t.Fatalf("%d of %d events leased, then none", delivered, events)
+		}
+		markDelivered(t, b, evs)
+		delivered += len(evs)
 	}
 }
 
