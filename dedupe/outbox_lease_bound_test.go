@@ -20,14 +20,7 @@ func TestLeaseAfterManyDeliveredLeasesComeDue(t *testing.T) {
 	}
 	const drained = 12000
 	enqueueMany(t, b, "drained", drained, base)
-	for delivered := 0; delivered < drained; {
-		evs := lease(t, b, base, 256, time.Minute)
-		if len(evs) == 0 {
-			t.Fatalf("%d of %d events leased, then none", delivered, drained)
-		}
-		markDelivered(t, b, evs)
-		delivered += len(evs)
-	}
+	deliverAll(t, b, drained)
 	// Caddy restarts; a minute later every lease has run out, and the event accepted then is
 	// due after them all.
 	b = reopen(t, b, dir)
@@ -77,6 +70,19 @@ func enqueueMany(t testing.TB, b *Badger, prefix string, n int, at time.Time) {
 		_, err := b.Accept(context.Background(), Claim{Namespace: ev.Namespace}, ev, time.Hour)
 		return err
 	})
+}
+
+// deliverAll leases the outbox's events 256 at a time and marks each delivered, until n are.
+func deliverAll(t testing.TB, b *Badger, n int) {
+	t.Helper()
+	for delivered := 0; delivered < n; {
+		evs := lease(t, b, base, 256, time.Minute)
+		if len(evs) == 0 {
+			t.Fatalf("%d of %d events leased, then none", delivered, n)
+		}
+		markDelivered(t, b, evs)
+		delivered += len(evs)
+	}
 }
 
 // markDelivered records every event as delivered, concurrently.

@@ -50,8 +50,8 @@ func TestReclaimGivesBackTheSpaceOfDeliveredBodies(t *testing.T) {
 	}
 }
 
-// acceptAndDeliver accepts events events, each with body, side by side, then leases and marks
-// every one delivered: their bodies are garbage in the value log from then on.
+// acceptAndDeliver accepts events events, each with body, side by side, then delivers them all:
+// their bodies are garbage in the value log from then on.
 func acceptAndDeliver(t *testing.T, b *Badger, events int, body []byte) {
 	t.Helper()
 	concurrently(t, events, func(i int) error {
@@ -60,14 +60,7 @@ func acceptAndDeliver(t *testing.T, b *Badger, events int, body []byte) {
 		_, err := b.Accept(context.Background(), Claim{Namespace: ev.Namespace}, ev, time.Hour)
 		return err
 	})
-	for delivered := 0; delivered < events; {
-		evs := lease(t, b, base, 256, time.Minute)
-		if len(evs) == 0 {
-			t.Fatalf("%d of %d events leased, then none", delivered, events)
-		}
-		markDelivered(t, b, evs)
-		delivered += len(evs)
-	}
+	deliverAll(t, b, events)
 }
 
 // diskUsage is the space dir's files take on disk (allocated blocks, as a filesystem counts it).
