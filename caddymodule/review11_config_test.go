@@ -13,7 +13,7 @@ import (
 
 // A reload that changes the public key or the public URL takes effect at once: what the old key
 // or URL verified is refused, what the new one names goes through.
-func TestReview11ReloadChangesKeyAndPublicURL(t *testing.T) {
+func TestReloadChangesKeyAndPublicURL(t *testing.T) {
 	up := newUpstream(t)
 	tester := caddytest.NewTester(t)
 
@@ -46,7 +46,7 @@ func TestReview11ReloadChangesKeyAndPublicURL(t *testing.T) {
 
 // An earlier handler that rewrites the path (handle_path, rewrite) does not change the URL the
 // signature is checked against: the provider signed the URL it called.
-func TestReview11RewrittenRequestVerifiesAgainstOriginalURL(t *testing.T) {
+func TestRewrittenRequestVerifiesAgainstOriginalURL(t *testing.T) {
 	up := newUpstream(t)
 	tester := caddytest.NewTester(t)
 	tester.InitServer(fmt.Sprintf(testSite+`	handle_path /hooks/* {
@@ -71,7 +71,7 @@ func TestReview11RewrittenRequestVerifiesAgainstOriginalURL(t *testing.T) {
 
 // Every new subdirective survives `caddy adapt`: the JSON it produces names each field as the
 // module's JSON docs say, and that JSON loads and verifies.
-func TestReview11AdaptRoundTripOfNewSubdirectives(t *testing.T) {
+func TestAdaptRoundTripOfURLAndKeySubdirectives(t *testing.T) {
 	whpk := "whpk_" + strings.Repeat("A", 43) + "="
 	caddyfile := fmt.Sprintf(testSite+`	hookgate /hooks/twilio {
 		preset     twilio

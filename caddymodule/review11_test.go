@@ -17,7 +17,7 @@ import (
 // line) keeps whatever the client sent in front of its own value. The gateway reads the first
 // value, so a client behind such a proxy chooses the host of the URL the signature is checked
 // against, and a Twilio request signed for another endpoint of the same account verifies here.
-func TestReview11AppendedForwardedHostIsNotTheClients(t *testing.T) {
+func TestAppendedForwardedHostIsNotTheClients(t *testing.T) {
 	up := newUpstream(t)
 	route := "r11_xfh"
 	path := "/hooks/" + route + "?src=lb"
@@ -59,7 +59,7 @@ func TestReview11AppendedForwardedHostIsNotTheClients(t *testing.T) {
 // `id body_sha256` route takes the raw body's digest as the ID, so such a replay is a new event.
 // (The preset's own ID, an unsigned header, is claimed with the digest of the signed bytes, which
 // catches it: the "default id" case holds.)
-func TestReview11BodySHA256IDOnTwilioFormReplay(t *testing.T) {
+func TestTwilioFormReplayWithSameParamsIsDuplicate(t *testing.T) {
 	for name, extra := range map[string][]string{
 		"default id":     nil,
 		"id body_sha256": {"id body_sha256"},
@@ -94,7 +94,7 @@ func TestReview11BodySHA256IDOnTwilioFormReplay(t *testing.T) {
 // The unsigned ID headers the new presets read (Twilio, Box, Sanity, Linear, Razorpay) are
 // claimed with the digest of the signed bytes: a captured request replayed under a fresh ID is a
 // duplicate, in both modes.
-func TestReview11ReplayUnderFreshUnsignedIDHeader(t *testing.T) {
+func TestReplayUnderFreshUnsignedIDHeaderIsDuplicate(t *testing.T) {
 	idHeaders := map[string]string{
 		"twilio": "I-Twilio-Idempotency-Token", "box": "Box-Delivery-Id", "sanity": "Idempotency-Key",
 		"linear": "Linear-Delivery", "razorpay": "X-Razorpay-Event-Id",
@@ -136,7 +136,7 @@ func TestReview11ReplayUnderFreshUnsignedIDHeader(t *testing.T) {
 // In async mode a handshake is answered at once, never queued nor recorded: the forward target
 // gets only the genuine event that follows it, under the same ID where the check has one. LINE's
 // empty batch is covered too (the sync handshake table has no LINE case).
-func TestReview11HandshakesInAsyncModeNeverQueued(t *testing.T) {
+func TestAsyncHandshakesAreNeverQueued(t *testing.T) {
 	cases := map[string]handshakeCase{}
 	for name, tc := range handshakeCases {
 		cases[name] = tc
@@ -195,7 +195,7 @@ func TestReview11HandshakesInAsyncModeNeverQueued(t *testing.T) {
 // Discord's webhook events ({"version":1,"application_id":…,"type":1,"event":{…}}) carry no
 // top-level "id", the discord preset's event ID: every real webhook event is refused with 400,
 // though its PING (type 0) is answered 204. Discord retries, then disables the endpoint.
-func TestReview11DiscordWebhookEventIsAccepted(t *testing.T) {
+func TestDiscordWebhookEventIsAccepted(t *testing.T) {
 	up := newUpstream(t)
 	route := "r11_discord_events"
 	tester := caddytest.NewTester(t)

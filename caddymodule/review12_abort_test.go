@@ -12,7 +12,7 @@ import (
 // response"): the handler's settle never runs, so the claim is neither done nor released. The
 // provider's retry is answered 409 until the lease lapses, then handed on again although the
 // app already took the event (it answered 200); meanwhile the request was counted accepted.
-func TestReview12UpstreamBreakingOffBodySettlesClaim(t *testing.T) {
+func TestUpstreamBreakingOffBodySettlesClaim(t *testing.T) {
 	var hits atomic.Int32
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if hits.Add(1) > 1 {

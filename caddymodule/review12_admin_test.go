@@ -31,7 +31,7 @@ func crossSiteGet(t *testing.T, path string) (int, string) {
 // up to 1000 events of a route (each read with its payload from the ledger), as often as it
 // likes: the empty origin is meant for an address typed into the browser (Sec-Fetch-Site: none),
 // and hookgate's endpoints could refuse what a browser marks cross-site or same-site.
-func TestReview12CrossSiteBlindGetsRefused(t *testing.T) {
+func TestAdminRefusesCrossSiteBrowserRequests(t *testing.T) {
 	const route = "r12xsite"
 	startGatewayWithEmptyOrigin(t, route)
 	for _, path := range []string{

@@ -18,7 +18,7 @@ import (
 // request's context: Badger answers context.Canceled. The ledger is fine, so this must not be
 // counted as busy{reason="ledger_unavailable"} (what the README says to alert on) nor logged
 // at ERROR as a ledger failure, once per such request.
-func TestReview12ProviderHangingUpIsNotLedgerDown(t *testing.T) {
+func TestProviderHangingUpIsNotLedgerDown(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
 	h := &Handler{Name: "r12hangup", logger: zap.New(core)}
 	ctx, cancel := context.WithCancel(context.Background())

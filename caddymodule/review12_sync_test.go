@@ -8,7 +8,7 @@ import (
 // A synchronous route whose upstream fails answers the provider with the upstream's 5xx and
 // releases the claim, so the provider retries: that request was not accepted, and must not be
 // counted as accepted, or accepted counts more events than the app took.
-func TestReview12SyncUpstreamFailureNotCountedAccepted(t *testing.T) {
+func TestSyncUpstreamFailureNotCountedAccepted(t *testing.T) {
 	const route = "r12sync"
 	up := newUpstream(t)
 	tester := startGateway(t, route, up)

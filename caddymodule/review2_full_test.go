@@ -16,7 +16,7 @@ import (
 // deliverer polling a route with nothing due (each Lease answered): the polls say nothing of room,
 // so the store must not log that Redis "has room again" and then that it is full again, two
 // lines per refused event, the very churn errRedisFull was to end.
-func TestReview2FullRedisNotReportedRoomyByReads(t *testing.T) {
+func TestFullRedisNotReportedRoomyByReads(t *testing.T) {
 	pool, logs, accept := fullRedis(t)
 	ctx := context.Background()
 	for second := 0; second <= int(fullQuiet/time.Second)+1; second++ {

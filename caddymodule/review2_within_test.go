@@ -17,7 +17,7 @@ import (
 // goroutine waits on for the pipelined script. Once Redis answers again (SIGCONT), those
 // goroutines must end, and the claims the 503'd requests queued must not hold their events:
 // the provider's retry must be claimable, not refused as still being processed.
-func TestReview2HungRedisWithinLeavesNothingBehind(t *testing.T) {
+func TestHungRedisDeadlineLeavesNoClaimBehind(t *testing.T) {
 	srv := startRedis(t, redistest.Durable...)
 	pool, _ := newTestRedisPool(t, srv.Addr)
 	ctx := context.Background()

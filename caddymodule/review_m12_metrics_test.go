@@ -17,7 +17,7 @@ import (
 // panic with http.ErrAbortHandler: the claim is released (the app failed), so the provider's
 // retry is handed on again. The first request was not accepted: counting it so counts one event
 // accepted twice.
-func TestReviewM12AbortedFailureCountedReleased(t *testing.T) {
+func TestAbortedUpstreamFailureCountedReleased(t *testing.T) {
 	const route = "rvm12abort500"
 	var hits atomic.Int32
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -48,7 +48,7 @@ func TestReviewM12AbortedFailureCountedReleased(t *testing.T) {
 
 // With `metrics off`, nothing is counted: the Badger ledger's group commits neither, although
 // the store was opened by a config that counted (stores outlive a reload).
-func TestReviewM12MetricsOffCountsNoCommits(t *testing.T) {
+func TestMetricsOffCountsNoCommits(t *testing.T) {
 	const route = "rvm12offcommits"
 	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	t.Cleanup(up.Close)
@@ -82,7 +82,7 @@ func TestReviewM12MetricsOffCountsNoCommits(t *testing.T) {
 // A reload that drops a route drops its series even when a request on it is still being answered:
 // Caddy does not wait for the old server's requests on a reload (only on exit), and the request,
 // counted as it ends, must not bring the dropped route's series back for good.
-func TestReviewM12DroppedRouteStaysDroppedAfterInFlightRequest(t *testing.T) {
+func TestDroppedRouteSeriesStaysDroppedAfterInFlightRequest(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		time.Sleep(1500 * time.Millisecond)
 	}))

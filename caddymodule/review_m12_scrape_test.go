@@ -11,7 +11,7 @@ import (
 // A scrape while the routes' Redis hangs (SIGSTOP: it accepts connections, never answers) is
 // answered within the collector's scrapeTimeout, well inside Prometheus's default 10 s scrape
 // timeout, and leaves the route's pending depth out rather than report it 0.
-func TestReviewM12ScrapeWhileRedisHangs(t *testing.T) {
+func TestScrapeWhileRedisHangsAnswersInTime(t *testing.T) {
 	const route = "rvm12redishang"
 	srv := startRedis(t, redistest.Durable...)
 	startRedisAsyncGateway(t, route, srv.Addr, nil, unusedUpstream)

@@ -9,7 +9,7 @@ import (
 
 // The repo's rule: "503s carry Retry-After". With Redis down the admin API (and so the
 // `caddy hookgate` CLI) answers 503 for every route on it; each of them must say when to retry.
-func TestReviewRedisAdmin503CarriesRetryAfter(t *testing.T) {
+func TestRedisDownAdmin503CarriesRetryAfter(t *testing.T) {
 	srv := startRedis(t, redistest.Durable...)
 	up := newUpstream(t)
 	tester := startRedisAsyncGateway(t, "reviewadmin", srv.Addr, nil, up.Listener.Addr().String())

@@ -15,7 +15,7 @@ import (
 // On Redis, the page's listing (fields=delivery) gives each dead letter's delivery as the full
 // listing does, replay-all (which walks deliveries) replays each once, and with Redis down the
 // page's listing answers 503 with Retry-After.
-func TestReviewRedisDeliveriesListingAndReplayAll(t *testing.T) {
+func TestRedisDeliveriesListingAndReplayAll(t *testing.T) {
 	srv := startRedis(t, redistest.Durable...)
 	up := newUpstream(t)
 	up.status.Store(http.StatusNotFound)

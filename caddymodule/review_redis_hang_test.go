@@ -17,7 +17,7 @@ import (
 // but never answers) with more requests in flight than the client has connections (10 per
 // core) holds each request much longer: it waits for a connection (PoolTimeout, read timeout
 // + 1 s), is retried, waits again, so the provider times out instead of getting its 503.
-func TestReviewRedisHungAnswersWithinTwiceReadTimeout(t *testing.T) {
+func TestHungRedisAnswers503WithinTwiceReadTimeout(t *testing.T) {
 	srv := startRedis(t, redistest.Durable...)
 	pool, _ := newTestRedisPool(t, srv.Addr)
 	ctx := context.Background()

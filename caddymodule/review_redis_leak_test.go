@@ -15,7 +15,7 @@ import (
 
 // 50 reloads, each changing what makes a new Redis client (the prefix) or not (workers), must
 // not leave clients connected to Redis nor goroutines behind.
-func TestReviewRedisReloadsLeakNoClient(t *testing.T) {
+func TestRedisReloadsLeakNoClient(t *testing.T) {
 	srv := startRedis(t, redistest.Durable...)
 	up := newUpstream(t)
 	cfg := func(i int) string {

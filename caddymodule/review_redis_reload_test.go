@@ -15,16 +15,16 @@ import (
 // it where {env.*} reads it and reloads Caddy. After the reload the route must log in with the
 // new password: once its connections are dropped (a Redis restart, an idle timeout, a
 // failover), every new connection must authenticate, and with the old password it cannot.
-func TestReviewRedisReloadAppliesRotatedPassword(t *testing.T) {
+func TestRedisReloadAppliesRotatedPassword(t *testing.T) {
 	srv := startRedis(t, append([]string{
 		"user gate on >old-pw-1b7e ~* &* +@all",
 	}, redistest.Durable...)...)
-	t.Setenv("REVIEW_REDIS_PW", "old-pw-1b7e")
+	t.Setenv("ROTATED_REDIS_PW", "old-pw-1b7e")
 	up := newUpstream(t)
 	cfg := func(workers int) string {
 		return onRedis(gatewayConfig("reviewrotate", unusedUpstream,
 			asyncRoute(up.Listener.Addr().String(), fmt.Sprintf("workers %d", workers))),
-			srv.Addr, "username gate", "password {env.REVIEW_REDIS_PW}")
+			srv.Addr, "username gate", "password {env.ROTATED_REDIS_PW}")
 	}
 	tester := caddytest.NewTester(t)
 	tester.InitServer(cfg(1), "caddyfile")
@@ -34,7 +34,7 @@ func TestReviewRedisReloadAppliesRotatedPassword(t *testing.T) {
 	if out, err := srv.Command("ACL", "SETUSER", "gate", "resetpass", ">new-pw-9c2d"); err != nil || out != "OK" {
 		t.Fatalf("ACL SETUSER: %q %v", out, err)
 	}
-	t.Setenv("REVIEW_REDIS_PW", "new-pw-9c2d")
+	t.Setenv("ROTATED_REDIS_PW", "new-pw-9c2d")
 	tester.InitServer(cfg(2), "caddyfile") // a real reload (the config changed), with the new password
 	// The connections authenticated before the rotation go away, as at a Redis restart.
 	if _, err := srv.Command("CLIENT", "KILL", "USER", "gate"); err != nil {
@@ -51,7 +51,7 @@ func TestReviewRedisReloadAppliesRotatedPassword(t *testing.T) {
 // Two routes of one name on one Redis store mix their events, whatever their client settings
 // (which give each its own client): the config is refused. Another prefix is another store, but
 // one name in two stores is refused too (TestRoutesOfOneNameInTwoStoresAreRefused).
-func TestReviewRedisSameRouteNameRefusedWhateverTheClientSettings(t *testing.T) {
+func TestRedisSameRouteNameRefusedWhateverTheClientSettings(t *testing.T) {
 	route := func(port int, name, storage string) string {
 		return fmt.Sprintf(`http://localhost:%d {
 	hookgate /hooks/* {

@@ -19,7 +19,7 @@ import (
 // The issue: "username/password ({env.*}/{file.*}, never logged or shown in /config/)". A
 // username read from a secrets file must not show in the log lines the pool writes: the
 // persistence check's line at first use, the outage's ERROR and the recovery's INFO.
-func TestReviewRedisUsernameFromFileNeverLogged(t *testing.T) {
+func TestRedisUsernameFromFileNeverLogged(t *testing.T) {
 	const user, password = "svc-user-5e0c41", "pw-3a9d77"
 	srv := startRedis(t, append([]string{"user " + user + " on >" + password + " ~* &* +@all"}, redistest.Durable...)...)
 	dir := t.TempDir()

@@ -16,10 +16,10 @@ import (
 	"time"
 )
 
-// BenchmarkReviewForgedAsymmetric is the cost of one unauthenticated request to a public-key
+// BenchmarkForgedAsymmetricSignatures is the cost of one unauthenticated request to a public-key
 // preset that carries maxSignatures well-formed but false signatures, against one and two
 // configured keys: what anyone can make the gateway spend per request.
-func BenchmarkReviewForgedAsymmetric(b *testing.B) {
+func BenchmarkForgedAsymmetricSignatures(b *testing.B) {
 	body := []byte(`{"id":"evt_1"}`)
 	now := time.Unix(1_700_000_000, 0)
 	ts := strconv.FormatInt(now.Unix(), 10)

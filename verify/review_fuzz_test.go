@@ -7,10 +7,10 @@ import (
 	"time"
 )
 
-// FuzzReviewMessage drives the URL-signing presets (Twilio's {params}, HubSpot's {method},
+// FuzzVerifyMessageURLSigningPresets drives the URL-signing presets (Twilio's {params}, HubSpot's {method},
 // Square's {url}) with fuzzed URL, Content-Type and body: VerifyMessage must never panic and
 // must fail with a *Error.
-func FuzzReviewMessage(f *testing.F) {
+func FuzzVerifyMessageURLSigningPresets(f *testing.F) {
 	names := []string{"twilio", "hubspot", "square"}
 	verifiers := make([]*Verifier, len(names))
 	signedAt := time.Unix(1_700_000_000, 0)
@@ -42,9 +42,9 @@ func FuzzReviewMessage(f *testing.F) {
 	})
 }
 
-// FuzzReviewHandshake feeds every handshake preset arbitrary bodies, signed: Handshake must never
+// FuzzHandshakePresets feeds every handshake preset arbitrary bodies, signed: Handshake must never
 // panic, and an answer must be a 2xx.
-func FuzzReviewHandshake(f *testing.F) {
+func FuzzHandshakePresets(f *testing.F) {
 	var verifiers []*Verifier
 	var configs []Config
 	for _, name := range []string{"slack", "zoom", "discord", "twitch", "line"} {

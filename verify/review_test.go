@@ -17,7 +17,7 @@ const formType = "application/x-www-form-urlencoded"
 // twilio.com/docs/usage/security; twilio-python#392, openclaw#6334), which is why twilio-node's
 // validateRequest tries the URL with and without its port. A webhook on https://host:8443/hook
 // is called there but signed for https://host/hook.
-func TestReviewTwilioSignedWithoutThePortOfTheCalledURL(t *testing.T) {
+func TestTwilioSignedWithoutThePortOfTheCalledURL(t *testing.T) {
 	body := "Body=hello&From=%2B15551234567&To=%2B15557654321"
 	for _, called := range []string{"https://example.com:8443/hook", "https://example.com:443/hook"} {
 		t.Run(called, func(t *testing.T) {
@@ -40,7 +40,7 @@ func TestReviewTwilioSignedWithoutThePortOfTheCalledURL(t *testing.T) {
 // Twilio webhooks can be configured as HTTP GET: the parameters ride in the URL, the body is
 // empty and there is no Content-Type, and the signature is the HMAC of the URL alone
 // (validateRequest(url, {})).
-func TestReviewTwilioGETWebhookRefused(t *testing.T) {
+func TestTwilioGETWebhookAccepted(t *testing.T) {
 	called := "https://example.com/hook?Body=hello&From=%2B15551234567"
 	h, _ := oracleSign(t, oracleRequest{Provider: "twilio", Secret: "twilio_token", Body: "", URL: called, ContentType: formType})
 	if err := oracleVerify(t, oracleRequest{Provider: "twilio", Secret: "twilio_token", Body: "",
@@ -69,7 +69,7 @@ func twilioJSONRequest(t *testing.T) (signed *Message, json string) {
 
 // A genuine JSON request whose signed URL has a query url.ParseQuery refuses loses its
 // bodySHA256: hookgate then wants a form, and refuses the request twilio-node accepts.
-func TestReviewTwilioJSONWithSemicolonQueryRefused(t *testing.T) {
+func TestTwilioJSONWithSemicolonQueryAccepted(t *testing.T) {
 	m, json := twilioJSONRequest(t)
 	if err := oracleVerify(t, oracleRequest{Provider: "twilio", Secret: "twilio_token", Body: json,
 		URL: m.URL, Method: "POST", Headers: m.Header}); err != nil {
@@ -84,7 +84,7 @@ func TestReviewTwilioJSONWithSemicolonQueryRefused(t *testing.T) {
 // The same request replayed as an empty form: bodySHA256 is ignored, the empty form signs as
 // no parameters, which is exactly what Twilio signed for the JSON body, so hookgate accepts a
 // body the provider never sent.
-func TestReviewTwilioBodyHashBypassedAsEmptyForm(t *testing.T) {
+func TestTwilioBodyHashNotBypassedAsEmptyForm(t *testing.T) {
 	signed, _ := twilioJSONRequest(t)
 	v := mustVerifier(t, mustPreset(t, "twilio"), "twilio_token")
 	for _, forgedBody := range []string{"", "&"} {
@@ -100,7 +100,7 @@ func TestReviewTwilioBodyHashBypassedAsEmptyForm(t *testing.T) {
 // with a leading zero reads as the same fresh time, so the '0' that ends the signed URL (of a
 // request without a body, e.g. a CRM card's GET) can move into the timestamp header: a request
 // for portalId=62 passes under the signature of portalId=620. No provider sends a leading zero.
-func TestReviewHubSpotLeadingZeroTimestampMovesAByteOutOfTheURL(t *testing.T) {
+func TestHubSpotLeadingZeroTimestampCannotMoveAByteOutOfTheURL(t *testing.T) {
 	c := mustPreset(t, "hubspot")
 	now := time.Now()
 	signed := &Message{Header: http.Header{}, Method: "GET", URL: "https://example.com/card?portalId=620"}
@@ -120,7 +120,7 @@ func TestReviewHubSpotLeadingZeroTimestampMovesAByteOutOfTheURL(t *testing.T) {
 }
 
 // The same at the lowest level: a leading zero is not how any provider writes a unix time.
-func TestReviewTimestampWithLeadingZeroRefused(t *testing.T) {
+func TestTimestampWithLeadingZeroRefused(t *testing.T) {
 	for _, unit := range []string{UnitSeconds, UnitMilliseconds} {
 		raw := "0" + strconv.FormatInt(1700000000, 10)
 		if _, err := parseTimestamp(raw, unit); err == nil {

@@ -20,7 +20,7 @@ import (
 // A burst of concurrent Accepts through the auto-pipeliner while redis-server is killed (SIGKILL)
 // and restarted: every Accept answered Claimed (the handler's 2xx) must be in Redis afterwards,
 // holding its own body; every Accept answered Duplicate must be too (its only Accept).
-func TestReview2AcceptBurstAcrossKill(t *testing.T) {
+func TestAcceptBurstAcrossKillKeepsEveryClaimedEvent(t *testing.T) {
 	srv, err := redistest.Start(filepath.Join(t.TempDir(), "redis"), redistest.Durable...)
 	if err != nil {
 		t.Fatal(err)

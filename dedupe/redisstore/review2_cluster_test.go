@@ -20,7 +20,7 @@ import (
 // Concurrent Accepts in many namespaces through the Cluster client's auto-pipeliner, while one
 // namespace's slot migrates key by key to another master: every Accept answered Claimed must be
 // stored whole (Get finds it with its body), each namespace's keys on the master owning its slot.
-func TestReview2ClusterAutoPipelineRoutesEachNamespace(t *testing.T) {
+func TestClusterAutoPipelineRoutesEachNamespace(t *testing.T) {
 	c, err := redistest.StartCluster(filepath.Join(t.TempDir(), "cluster"), 3, redistest.Durable...)
 	if err != nil {
 		t.Fatal(err)

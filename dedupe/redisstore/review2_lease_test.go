@@ -13,7 +13,7 @@ import (
 // entities held by a live lease, several events per entity and plain ones, leased with n from 1
 // to 5 and each leased event delivered before the next call: every event goes out exactly once,
 // the gone ones never.
-func TestReview2ChunkedLeaseHandsEachEventOutOnce(t *testing.T) {
+func TestChunkedLeaseHandsEachEventOutOnce(t *testing.T) {
 	for seed := uint64(1); seed <= 6; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))

@@ -18,7 +18,7 @@ import (
 // `redis-cli --cluster reshard` does). Calls made meanwhile must not lose a queued event: a
 // script that sees part of the namespace's keys (the queue moved, the event's hash not yet)
 // must fail rather than act on the half it sees.
-func TestReviewReshardKeepsQueuedEvents(t *testing.T) {
+func TestReshardKeepsQueuedEvents(t *testing.T) {
 	c, err := redistest.StartCluster(filepath.Join(t.TempDir(), "cluster"), 3, redistest.Durable...)
 	if err != nil {
 		t.Fatal(err)

@@ -11,9 +11,9 @@ import (
 	"github.com/hookgate/hookgate/dedupe"
 )
 
-// reviewCount is how many events the review's volume tests run (REVIEW_EVENTS overrides it).
-func reviewCount() int {
-	if n, err := strconv.Atoi(os.Getenv("REVIEW_EVENTS")); err == nil && n > 0 {
+// volumeCount is how many events the volume tests run (VOLUME_EVENTS overrides it).
+func volumeCount() int {
+	if n, err := strconv.Atoi(os.Getenv("VOLUME_EVENTS")); err == nil && n > 0 {
 		return n
 	}
 	return 2000
@@ -73,10 +73,10 @@ func keysOf(t *testing.T, s *Store, prefix string) []string {
 // Once every event is delivered and kept for keep, and its dedupe record and version expired,
 // nothing of the namespace must be left in Redis: a route that goes quiet (renamed, seasonal,
 // a provider that stopped) must not hold memory for good.
-func TestReviewNothingLeftAfterKeep(t *testing.T) {
+func TestNothingLeftAfterKeep(t *testing.T) {
 	prefix := newPrefix()
 	s := storeAt(t, server.Addr, prefix)
-	n := reviewCount()
+	n := volumeCount()
 	start := time.Now()
 	deliverAll(t, s, n, time.Second, time.Second, time.Second)
 	t.Logf("%d events accepted, leased and delivered in %v", n, time.Since(start).Round(time.Millisecond))
@@ -90,7 +90,7 @@ func TestReviewNothingLeftAfterKeep(t *testing.T) {
 // After a quiet spell longer than keep, the listings still hold the members of every expired
 // event (only Update trims them, 64 at a time). The admin API's listing of delivered events then
 // comes back empty although some are delivered: List gives up after 1000 dead members.
-func TestReviewListAfterQuietSpell(t *testing.T) {
+func TestListAfterQuietSpellFindsDeliveredEvents(t *testing.T) {
 	prefix := newPrefix()
 	s := storeAt(t, server.Addr, prefix)
 	// keep 3 s: longer than the deliveries take, so none of these is trimmed meanwhile.

@@ -20,12 +20,12 @@ type handout struct {
 	until time.Time
 }
 
-// TestReviewRandomTwoNodes runs random accepts, leases (random n, from two nodes), updates (in
+// TestRandomOpsFromTwoNodesKeepQueueInvariants runs random accepts, leases (random n, from two nodes), updates (in
 // time, after the lapse, or never), replays and lapses, and after every step checks the queue's
 // invariants in Redis and the lease's promises; at the end it drains the queue.
-func TestReviewRandomTwoNodes(t *testing.T) {
-	seeds := uint64(3) // REVIEW_SEEDS runs more
-	if n, err := strconv.Atoi(os.Getenv("REVIEW_SEEDS")); err == nil && n > 0 {
+func TestRandomOpsFromTwoNodesKeepQueueInvariants(t *testing.T) {
+	seeds := uint64(3) // MODEL_SEEDS runs more
+	if n, err := strconv.Atoi(os.Getenv("MODEL_SEEDS")); err == nil && n > 0 {
 		seeds = uint64(n)
 	}
 	for seed := uint64(1); seed <= seeds; seed++ {

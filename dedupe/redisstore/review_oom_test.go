@@ -61,7 +61,7 @@ func fill(t *testing.T, s *Store, entity bool) []string {
 // should), but the deliverer must still be able to lease the backlog and record deliveries,
 // which is what frees the memory: otherwise nothing is delivered and nothing accepted again,
 // for good (the deliverer re-sends the same events after each lease, and never records them).
-func TestReviewFullMemoryStillDrains(t *testing.T) {
+func TestFullMemoryStillDrains(t *testing.T) {
 	for _, entity := range []bool{false, true} {
 		name := "no entity"
 		if entity {
@@ -90,7 +90,7 @@ func TestReviewFullMemoryStillDrains(t *testing.T) {
 // A server that may evict keys (any maxmemory-policy but noeviction) drops acknowledged events,
 // dedupe records and versions without a word: CheckPersistence must say so, as it does for a
 // missing fsync.
-func TestReviewEvictionPolicyWarned(t *testing.T) {
+func TestEvictionPolicyWarned(t *testing.T) {
 	srv := fullServer(t, "allkeys-lru")
 	s := storeAt(t, srv.Addr, "hookgate")
 	warning, err := s.CheckPersistence(ctx)

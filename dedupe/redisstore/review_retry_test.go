@@ -81,7 +81,7 @@ func retryingStore(t *testing.T, p *dropProxy, prefix string) *Store {
 // A claim whose reply is lost and that go-redis retries must still be the caller's: the first
 // and only request for an event ID must not be answered 409 "still being processed" (and its
 // retries too, until the claim's lease lapses) because the retry found the caller's own claim.
-func TestReviewRetriedClaimIsStillClaimed(t *testing.T) {
+func TestRetriedClaimIsStillClaimed(t *testing.T) {
 	p := newDropProxy(t, server.Addr)
 	s := retryingStore(t, p, newPrefix())
 	if _, err := s.Claim(ctx, claim("warm-up")); err != nil { // the server knows the script: EVALSHA runs it
@@ -99,7 +99,7 @@ func TestReviewRetriedClaimIsStillClaimed(t *testing.T) {
 
 // An Update recorded by Redis whose reply is lost must not report failure: the deliverer logs
 // "recording the event's state failed; it comes due again after its lease" for a delivered event.
-func TestReviewRetriedUpdateSucceeds(t *testing.T) {
+func TestRetriedUpdateSucceeds(t *testing.T) {
 	p := newDropProxy(t, server.Addr)
 	s := retryingStore(t, p, newPrefix())
 	accept(t, s, claim("e0"), base)
@@ -120,7 +120,7 @@ func TestReviewRetriedUpdateSucceeds(t *testing.T) {
 
 // A Lease whose reply is lost and that the client retries hands out nothing of what the lost
 // run leased: those events (and every other event of their entities) wait for the whole lease.
-func TestReviewRetriedLeaseStrandsNothing(t *testing.T) {
+func TestRetriedLeaseStrandsNothing(t *testing.T) {
 	p := newDropProxy(t, server.Addr)
 	s := retryingStore(t, p, newPrefix())
 	accept(t, s, versioned("e1", "order", 1), base)

@@ -10,19 +10,19 @@ import (
 	"github.com/hookgate/hookgate/dedupe"
 )
 
-// BenchmarkReviewScale measures single calls against a namespace of REVIEW_EVENTS (default
+// BenchmarkLargeNamespaceScale measures single calls against a namespace of VOLUME_EVENTS (default
 // 100000) events, at ten times and more the scale the tests use. It reports figures, asserts
 // nothing timed. Run once:
 //
-//	go test -run '^$' -bench ReviewScale -benchtime 1x ./dedupe/redisstore/
-func BenchmarkReviewScale(b *testing.B) {
+//	go test -run '^$' -bench LargeNamespaceScale -benchtime 1x ./dedupe/redisstore/
+func BenchmarkLargeNamespaceScale(b *testing.B) {
 	n := 100000
-	if v, err := strconv.Atoi(os.Getenv("REVIEW_EVENTS")); err == nil && v > 0 {
+	if v, err := strconv.Atoi(os.Getenv("VOLUME_EVENTS")); err == nil && v > 0 {
 		n = v
 	}
 	for range b.N {
-		reviewDistinctEntities(b, n)
-		reviewOneEntity(b, n)
+		scaleDistinctEntities(b, n)
+		scaleOneEntity(b, n)
 	}
 }
 
@@ -55,7 +55,7 @@ func timed(b *testing.B, what string, f func() string) {
 	b.Logf("%-60s %10v  %s", what, time.Since(start).Round(time.Microsecond), detail)
 }
 
-func reviewDistinctEntities(b *testing.B, n int) {
+func scaleDistinctEntities(b *testing.B, n int) {
 	s := storeAt(&testing.T{}, server.Addr, newPrefix())
 	defer s.Close()
 	start := time.Now()
@@ -125,7 +125,7 @@ func reviewDistinctEntities(b *testing.B, n int) {
 	})
 }
 
-func reviewOneEntity(b *testing.B, n int) {
+func scaleOneEntity(b *testing.B, n int) {
 	s := storeAt(&testing.T{}, server.Addr, newPrefix())
 	defer s.Close()
 	pipeAccept(b, s, n, func(i int) (string, int64) { return "busy", int64(i + 1) })
