@@ -9,8 +9,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hookgate/hookgate/internal/redistest"
 )
 
 // TestMetricsAddUp runs a scripted mix of webhooks through an async route, scrapes Caddy's admin
@@ -152,4 +155,54 @@ func scrape(t *testing.T) map[string]float64 {
 		samples[m[1]+m[2]] = v
 	}
 	return samples
+}
+
+// A synchronous route whose upstream fails answers the provider with the upstream's 5xx and
+// releases the claim, so the provider retries: that request was not accepted, and must not be
+// counted as accepted, or accepted counts more events than the app took.
+func TestSyncUpstreamFailureNotCountedAccepted(t *testing.T) {
+	const route = "r12sync"
+	up := newUpstream(t)
+	tester := startGateway(t, route, up)
+	accepted := `hookgate_requests_total{outcome="accepted",reason="",route="` + route + `"}`
+	before := scrape(t)[accepted]
+
+	ev := newEvent(t, "evt_r12_sync", "obj_r12_sync", 1)
+	up.status.Store(http.StatusInternalServerError)
+	expectReply(t, "upstream fails", send(t, tester.Client, ev), http.StatusInternalServerError, "")
+	up.status.Store(http.StatusOK)
+	expectReply(t, "provider's retry", send(t, tester.Client, ev), http.StatusOK, "upstream says hi")
+
+	if d := scrape(t)[accepted] - before; d != 1 {
+		t.Errorf("%s went up by %v for one event the app took once (the first try got a 500); want 1", accepted, d)
+	}
+}
+
+// A scrape while the routes' Redis hangs (SIGSTOP: it accepts connections, never answers) is
+// answered within the collector's scrapeTimeout, well inside Prometheus's default 10 s scrape
+// timeout, and leaves the route's pending depth out rather than report it 0.
+func TestScrapeWhileRedisHangsAnswersInTime(t *testing.T) {
+	const route = "rvm12redishang"
+	srv := startRedis(t, redistest.Durable...)
+	startRedisAsyncGateway(t, route, srv.Addr, nil, unusedUpstream)
+	pending := `hookgate_queue_depth{route="` + route + `",state="pending"}`
+	if _, ok := scrape(t)[pending]; !ok {
+		t.Fatalf("%s not exposed while Redis is up", pending)
+	}
+	if err := syscall.Kill(srv.Pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(srv.Pid(), syscall.SIGCONT) })
+	for i := range 2 {
+		began := time.Now()
+		got := scrape(t)
+		took := time.Since(began)
+		t.Logf("scrape %d with Redis hung: %v", i, took.Round(time.Millisecond))
+		if took > scrapeTimeout+3*time.Second {
+			t.Errorf("a scrape with Redis hung took %v, past scrapeTimeout (%v) + 3 s", took, scrapeTimeout)
+		}
+		if v, ok := got[pending]; ok {
+			t.Errorf("with Redis hung, %s is reported as %v", pending, v)
+		}
+	}
 }
