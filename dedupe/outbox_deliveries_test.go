@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -84,5 +85,113 @@ func BenchmarkListDeadLetters(bm *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// ListDeliveries gives, in every state, the same events in the same order with the same
+// delivery as List: the page's listing and the CLI's agree on all but the request.
+func TestListDeliveriesEqualsListInEveryState(t *testing.T) {
+	b := openTest(t)
+	ctx := context.Background()
+	for i := range 12 {
+		enqueue(t, b, queued(fmt.Sprintf("evt_%02d", i), base.Add(time.Duration(i)*time.Millisecond)))
+	}
+	leased := lease(t, b, base.Add(time.Minute), 12, time.Hour)
+	if len(leased) != 12 {
+		t.Fatalf("leased %d, want 12", len(leased))
+	}
+	for i, ev := range leased {
+		switch i % 4 {
+		case 0: // retried: pending again, due later, with its last failure
+			ev.State, ev.Attempts, ev.LastStatus, ev.LastError = Pending, 2, 503, "upstream answered 503 Service Unavailable"
+			ev.NextAttempt = base.Add(time.Hour + time.Duration(i)*time.Second)
+		case 1:
+			ev.State, ev.Attempts = Delivered, 3
+		case 2:
+			ev.State, ev.Attempts, ev.LastStatus, ev.LastError = Dead, 5, 502, "upstream answered 502 Bad Gateway; gave up after 5 attempts"
+		case 3:
+			ev.State, ev.LastError = Superseded, "superseded: version 7 of the entity was already delivered"
+		}
+		update(t, b, ev, time.Hour)
+	}
+	// One still leased: pending, in flight, with its lease.
+	enqueue(t, b, queued("evt_leased", base.Add(time.Second)))
+	if got := lease(t, b, base.Add(2*time.Minute), 1, time.Hour); len(got) != 1 || got[0].ID != "evt_leased" {
+		t.Fatalf("leased %s, want evt_leased", ids(got))
+	}
+
+	for _, state := range []State{Pending, Delivered, Dead, Superseded} {
+		full, err := b.List(ctx, "stripe", state, Cursor{}, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deliveries, err := b.ListDeliveries(ctx, "stripe", state, Cursor{}, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(full) == 0 || ids(full) != ids(deliveries) {
+			t.Fatalf("%s: List gave [%s], ListDeliveries [%s]", state, ids(full), ids(deliveries))
+		}
+		for i, ev := range full {
+			want := *ev
+			want.Entity, want.Version, want.Method, want.URI, want.Scheme, want.BodyBytes = "", 0, "", "", "", 0
+			if got := *deliveries[i]; !reflect.DeepEqual(got, want) {
+				t.Errorf("%s %s: ListDeliveries gave\n%+v\nwant List's delivery\n%+v", state, ev.ID, got, want)
+			}
+		}
+	}
+}
+
+// 10,000 dead letters listed 137 at a time from each page's cursor: each comes exactly once,
+// in accept order, by both listings.
+func TestListDeliveriesPagesTenThousandDeadLetters(t *testing.T) {
+	const n = 10000
+	b := openTest(t)
+	ctx := context.Background()
+	enqueueMany(t, b, "evt", n, base)
+	var dead []*Event
+	for len(dead) < n {
+		got := lease(t, b, base.Add(time.Minute), 1000, time.Hour)
+		if len(got) == 0 {
+			t.Fatalf("leased %d of %d", len(dead), n)
+		}
+		dead = append(dead, got...)
+	}
+	concurrently(t, n, func(i int) error {
+		dead[i].State, dead[i].Attempts, dead[i].LastStatus, dead[i].LastError = Dead, 1, 400, "upstream answered 400 Bad Request: not retried"
+		return b.Update(ctx, dead[i], time.Hour)
+	})
+	for _, list := range []struct {
+		name string
+		fn   func(context.Context, string, State, Cursor, int) ([]*Event, error)
+	}{{"List", b.List}, {"ListDeliveries", b.ListDeliveries}} {
+		seen := map[string]bool{}
+		var after Cursor
+		var last *Event
+		pages := 0
+		for {
+			page, err := list.fn(ctx, "stripe", Dead, after, 137)
+			if err != nil {
+				t.Fatalf("%s page %d: %v", list.name, pages, err)
+			}
+			pages++
+			for _, ev := range page {
+				if seen[ev.ID] {
+					t.Fatalf("%s: %s listed twice", list.name, ev.ID)
+				}
+				if last != nil && (ev.AcceptedAt.Before(last.AcceptedAt) || ev.AcceptedAt.Equal(last.AcceptedAt) && ev.ID < last.ID) {
+					t.Fatalf("%s: %s listed after %s", list.name, ev.ID, last.ID)
+				}
+				seen[ev.ID], last = true, ev
+			}
+			if len(page) < 137 {
+				break
+			}
+			after = page[len(page)-1].After()
+		}
+		if len(seen) != n {
+			t.Fatalf("%s listed %d of %d dead letters in %d pages", list.name, len(seen), n, pages)
+		}
+		t.Logf("%s: %d dead letters in %d pages", list.name, len(seen), pages)
 	}
 }
