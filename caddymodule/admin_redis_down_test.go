@@ -12,18 +12,18 @@ import (
 func TestRedisDownAdmin503CarriesRetryAfter(t *testing.T) {
 	srv := startRedis(t, redistest.Durable...)
 	up := newUpstream(t)
-	tester := startRedisAsyncGateway(t, "reviewadmin", srv.Addr, nil, up.Listener.Addr().String())
+	tester := startRedisAsyncGateway(t, "redisdownadmin", srv.Addr, nil, up.Listener.Addr().String())
 	expectReply(t, "before the outage", send(t, tester.Client, newEvent(t, "evt_ra503", "obj_ra503", 1)), http.StatusAccepted, "")
 
 	srv.Stop()
 	for _, c := range []struct{ method, path string }{
-		{http.MethodGet, "/hookgate/events/reviewadmin/evt_ra503"},
-		{http.MethodGet, "/hookgate/events/reviewadmin?id=evt_ra503"},
-		{http.MethodGet, "/hookgate/events/reviewadmin?state=dead"},
-		{http.MethodGet, "/hookgate/status/reviewadmin"},
-		{http.MethodPost, "/hookgate/replay/reviewadmin/evt_ra503"},
-		{http.MethodPost, "/hookgate/replay/reviewadmin?id=evt_ra503"},
-		{http.MethodPost, "/hookgate/replay/reviewadmin?all=1"},
+		{http.MethodGet, "/hookgate/events/redisdownadmin/evt_ra503"},
+		{http.MethodGet, "/hookgate/events/redisdownadmin?id=evt_ra503"},
+		{http.MethodGet, "/hookgate/events/redisdownadmin?state=dead"},
+		{http.MethodGet, "/hookgate/status/redisdownadmin"},
+		{http.MethodPost, "/hookgate/replay/redisdownadmin/evt_ra503"},
+		{http.MethodPost, "/hookgate/replay/redisdownadmin?id=evt_ra503"},
+		{http.MethodPost, "/hookgate/replay/redisdownadmin?all=1"},
 	} {
 		req, _ := http.NewRequest(c.method, "http://localhost:2999"+c.path, nil)
 		resp, err := http.DefaultClient.Do(req)

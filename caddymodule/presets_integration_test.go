@@ -10,8 +10,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddytest"
 )
 
-// Review of issue 11's caddymodule change: public URLs behind proxies, replays under unsigned or
-// malleable IDs, handshakes in async mode, keys on reload, and the new subdirectives' JSON.
+// The presets end to end: public URLs behind proxies, replays under unsigned or malleable IDs,
+// handshakes in async mode, and Discord's webhook events.
 
 // A trusted proxy that appends to X-Forwarded-Host (a comma-joined value, or a second header
 // line) keeps whatever the client sent in front of its own value. The gateway reads the first

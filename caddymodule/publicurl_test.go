@@ -107,7 +107,7 @@ func TestReloadChangesKeyAndPublicURL(t *testing.T) {
 	up := newUpstream(t)
 	tester := caddytest.NewTester(t)
 
-	oldKey, newKey := ed25519Pair("hookgate-review11-discord-old-k!"), ed25519Pair("hookgate-review11-discord-new-k!")
+	oldKey, newKey := ed25519Pair("hookgate-reloaded-discord-old-k!"), ed25519Pair("hookgate-reloaded-discord-new-k!")
 	discord := func(key keyPair) string {
 		cfg := presetGatewayConfig("discord", "r11_reload_discord", up.Listener.Addr().String(), "public_key "+key.public)
 		return strings.Replace(cfg, "secret  {env.HOOKGATE_TEST_SECRET}", "", 1)

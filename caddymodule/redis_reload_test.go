@@ -23,7 +23,7 @@ func TestRedisReloadAppliesRotatedPassword(t *testing.T) {
 	t.Setenv("ROTATED_REDIS_PW", "old-pw-1b7e")
 	up := newUpstream(t)
 	cfg := func(workers int) string {
-		return onRedis(gatewayConfig("reviewrotate", unusedUpstream,
+		return onRedis(gatewayConfig("redisrotate", unusedUpstream,
 			asyncRoute(up.Listener.Addr().String(), fmt.Sprintf("workers %d", workers))),
 			srv.Addr, "username gate", "password {env.ROTATED_REDIS_PW}")
 	}
@@ -84,9 +84,9 @@ func TestRedisReloadsLeakNoClient(t *testing.T) {
 	srv := startRedis(t, redistest.Durable...)
 	up := newUpstream(t)
 	cfg := func(i int) string {
-		c := onRedis(gatewayConfig("reviewleak", unusedUpstream,
+		c := onRedis(gatewayConfig("redisleak", unusedUpstream,
 			asyncRoute(up.Listener.Addr().String(), fmt.Sprintf("workers %d", 1+i%3))), srv.Addr)
-		return strings.Replace(c, "prefix hookgate-test", fmt.Sprintf("prefix review-leak-%d", i%2), 1)
+		return strings.Replace(c, "prefix hookgate-test", fmt.Sprintf("prefix reload-leak-%d", i%2), 1)
 	}
 	tester := caddytest.NewTester(t)
 	tester.InitServer(cfg(0), "caddyfile")

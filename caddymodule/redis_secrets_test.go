@@ -31,7 +31,7 @@ func TestRedisUsernameFromFileNeverLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := Handler{Storage: &Storage{Backend: "redis", URLs: []string{"redis://" + srv.Addr},
-		Username: "{file." + userFile + "}", Password: "{file." + pwFile + "}", Prefix: "review"}}
+		Username: "{file." + userFile + "}", Password: "{file." + pwFile + "}", Prefix: "secrets"}}
 	target, err := h.storeTarget()
 	if err != nil {
 		t.Fatal(err)

@@ -238,11 +238,11 @@ func FuzzVerifyMessageURLSigningPresets(f *testing.F) {
 	signedAt := time.Unix(1_700_000_000, 0)
 	for i, name := range names {
 		c := mustPreset(f, name)
-		verifiers[i] = mustVerifier(f, c, "review_secret")
+		verifiers[i] = mustVerifier(f, c, "fuzzed_secret")
 		for _, contentType := range []string{formType, "application/json"} {
 			m := &Message{Header: http.Header{"Content-Type": {contentType}}, Body: []byte("Body=hi&From=%2B1"),
 				Method: "POST", URL: "https://example.com/hook?a=1"}
-			if err := SignMessage(c, "review_secret", "", signedAt, m); err != nil {
+			if err := SignMessage(c, "fuzzed_secret", "", signedAt, m); err != nil {
 				f.Fatal(err)
 			}
 			f.Add(uint8(i), m.Header.Get(c.SignatureHeader), m.Header.Get(c.TimestampHeader), contentType, m.URL, m.Body)

@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// Adversarial review of issue 11's presets: each test is a request a provider really sends that
-// hookgate refuses, or one hookgate accepts that the provider never signed.
+// Adversarial cases for the URL-signing presets (Twilio, HubSpot): each test is a request a
+// provider really sends that hookgate must accept, or one the provider never signed that it must refuse.
 
 const formType = "application/x-www-form-urlencoded"
 
