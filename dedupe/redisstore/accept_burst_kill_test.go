@@ -57,8 +57,31 @@ func TestAcceptBurstAcrossKillKeepsEveryClaimedEvent(t *testing.T) {
 			}
 		}()
 	}
+	// Before each kill and after the last restart, at least answerFloor more Accepts must be
+	// answered: a run in which every Accept fails keeps nothing and must not pass. A normal run
+	// answers thousands per phase; the floor is a small fraction a loaded machine always meets.
+	const answerFloor = 50
+	moreAnswered := func(phase string) {
+		mu.Lock()
+		want := len(answered) + answerFloor
+		mu.Unlock()
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			mu.Lock()
+			got := len(answered)
+			mu.Unlock()
+			if got >= want {
+				return
+			}
+			if time.Now().After(deadline) {
+				stop.Store(true)
+				wg.Wait()
+				t.Fatalf("%s: %d Accepts answered, want at least %d (errors %d)", phase, got, want, errs.Load())
+			}
+		}
+	}
 	for round := 0; round < 3; round++ {
 		time.Sleep(400 * time.Millisecond)
+		moreAnswered(fmt.Sprintf("before kill %d", round+1))
 		srv.Kill()
 		time.Sleep(100 * time.Millisecond)
 		if err := srv.Restart(); err != nil {
@@ -66,6 +89,7 @@ func TestAcceptBurstAcrossKillKeepsEveryClaimedEvent(t *testing.T) {
 		}
 	}
 	time.Sleep(400 * time.Millisecond)
+	moreAnswered("after the last restart")
 	stop.Store(true)
 	wg.Wait()
 	if reply, err := srv.Command("PING"); err != nil || reply != "PONG" {
