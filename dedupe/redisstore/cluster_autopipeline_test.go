@@ -32,6 +32,7 @@ func TestClusterAutoPipelineRoutesEachNamespace(t *testing.T) {
 	var (
 		mu       sync.Mutex
 		answered = map[[2]string]dedupe.Outcome{}
+		perNS    = map[string]int{}
 		errs     = map[string]int{}
 		stop     atomic.Bool
 		wg       sync.WaitGroup
@@ -52,12 +53,42 @@ func TestClusterAutoPipelineRoutesEachNamespace(t *testing.T) {
 					errs[msg[:min(len(msg), 60)]]++
 				} else {
 					answered[[2]string{n, id}] = out
+					perNS[n]++
 				}
 				mu.Unlock()
 			}
 		}()
 	}
+	// Every namespace must answer at least answerFloor Accepts before the reshard and ns0 as many
+	// again after it: a run in which Accepts fail keeps nothing and must not pass. A normal run
+	// answers hundreds per namespace; the floor is a small fraction a loaded machine always meets.
+	const answerFloor = 20
+	answeredAtLeast := func(phase string, want map[string]int) {
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			mu.Lock()
+			short := map[string]int{}
+			for n, w := range want {
+				if perNS[n] < w {
+					short[n] = perNS[n]
+				}
+			}
+			mu.Unlock()
+			if len(short) == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				stop.Store(true)
+				wg.Wait()
+				t.Fatalf("%s: namespaces below their floor of answered Accepts (answered so far): %v; errors %v", phase, short, errs)
+			}
+		}
+	}
 	time.Sleep(300 * time.Millisecond)
+	floor := map[string]int{}
+	for i := 0; i < namespaces; i++ {
+		floor[fmt.Sprintf("ns%d", i)] = answerFloor
+	}
+	answeredAtLeast("before the reshard", floor)
 	// Move ns0's slot to another master, as redis-cli --cluster reshard does.
 	tag, _ := s.tag("ns0")
 	slot := clusterCmd(t, c.Nodes[0], "cluster", "keyslot", tag)
@@ -68,6 +99,9 @@ func TestClusterAutoPipelineRoutesEachNamespace(t *testing.T) {
 		} else if dst == nil {
 			dst = n
 		}
+	}
+	if src == nil || dst == nil {
+		t.Fatalf("ns0's slot %s: no node holds its keys (%v) or none is free to receive it (%v)", slot, src, dst)
 	}
 	srcID, dstID := clusterCmd(t, src, "cluster", "myid"), clusterCmd(t, dst, "cluster", "myid")
 	clusterCmd(t, dst, "cluster", "setslot", slot, "importing", srcID)
@@ -84,6 +118,10 @@ func TestClusterAutoPipelineRoutesEachNamespace(t *testing.T) {
 	for _, n := range c.Nodes {
 		clusterCmd(t, n, "cluster", "setslot", slot, "node", dstID)
 	}
+	mu.Lock()
+	after := map[string]int{"ns0": perNS["ns0"] + answerFloor}
+	mu.Unlock()
+	answeredAtLeast("after the reshard", after)
 	time.Sleep(300 * time.Millisecond)
 	stop.Store(true)
 	wg.Wait()
