@@ -230,8 +230,10 @@ func FuzzVerify(f *testing.F) {
 }
 
 // FuzzVerifyMessageURLSigningPresets drives the URL-signing presets (Twilio's {params}, HubSpot's {method},
-// Square's {url}) with fuzzed URL, Content-Type and body: VerifyMessage must never panic and
-// must fail with a *Error.
+// Square's {url}) with fuzzed URL, Content-Type, body, signature and timestamp: VerifyMessage
+// must never panic and must fail with a *Error, unless the message is one the seeds signed, and
+// then the same message with another signature (or HubSpot's and Square's with another body)
+// must fail.
 func FuzzVerifyMessageURLSigningPresets(f *testing.F) {
 	names := []string{"twilio", "hubspot", "square"}
 	verifiers := make([]*Verifier, len(names))
@@ -258,8 +260,31 @@ func FuzzVerifyMessageURLSigningPresets(f *testing.F) {
 		}
 		_, err := verifiers[i].VerifyMessage(&Message{Header: h, Body: body, Method: "POST", URL: url}, signedAt)
 		var verr *Error
-		if err != nil && !errors.As(err, &verr) {
-			t.Fatalf("VerifyMessage returned %T %v", err, err)
+		if err != nil {
+			if !errors.As(err, &verr) {
+				t.Fatalf("VerifyMessage returned %T %v", err, err)
+			}
+			return
+		}
+		// The fuzzer does not know the secret: what verifies is a seed's signed message, and
+		// another signature, or (for the presets that sign the raw body) another body, must not.
+		other := []byte(signature)
+		if len(other) == 0 {
+			t.Fatalf("%s accepted an empty signature", names[i])
+		}
+		if other[0] = 'A'; signature[0] == 'A' {
+			other[0] = 'B'
+		}
+		h.Set(c.SignatureHeader, string(other))
+		if _, err := verifiers[i].VerifyMessage(&Message{Header: h, Body: body, Method: "POST", URL: url}, signedAt); err == nil {
+			t.Fatalf("%s accepted signature %q and also %q for the same message", names[i], signature, other)
+		}
+		h.Set(c.SignatureHeader, signature)
+		if names[i] != "twilio" {
+			longer := append(slices.Clip(body), 'x')
+			if _, err := verifiers[i].VerifyMessage(&Message{Header: h, Body: longer, Method: "POST", URL: url}, signedAt); err == nil {
+				t.Fatalf("%s accepted signature %q for body %q and also for %q", names[i], signature, body, longer)
+			}
 		}
 	})
 }
