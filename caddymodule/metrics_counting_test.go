@@ -83,24 +83,59 @@ func TestMetricsOffCountsNoCommits(t *testing.T) {
 // Caddy does not wait for the old server's requests on a reload (only on exit), and the request,
 // counted as it ends, must not bring the dropped route's series back for good.
 func TestDroppedRouteSeriesStaysDroppedAfterInFlightRequest(t *testing.T) {
-	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
-		time.Sleep(1500 * time.Millisecond)
+	// The upstream holds each request until the test releases it, after the reload.
+	arrived := make(chan chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		release := make(chan struct{})
+		select {
+		case arrived <- release:
+		case <-r.Context().Done():
+			return
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
 	}))
 	t.Cleanup(up.Close)
 	tester := caddytest.NewTester(t)
 	for i := range 2 {
 		dropped := fmt.Sprintf("rvm12dropped%d", i)
 		tester.InitServer(gatewayConfig(dropped, up.Listener.Addr().String()), "caddyfile")
-		answered := make(chan reply, 1)
+		type answer struct {
+			reply
+			err error
+		}
+		answered := make(chan answer, 1)
 		go func() {
 			ev := newEvent(t, fmt.Sprintf("evt_rvm12_drop_%d_%d", i, time.Now().UnixNano()), fmt.Sprintf("obj_rvm12_drop_%d_%d", i, time.Now().UnixNano()), 1)
-			got, _ := trySend(tester.Client, ev)
-			answered <- got
+			got, err := trySend(tester.Client, ev)
+			answered <- answer{got, err}
 		}()
-		time.Sleep(300 * time.Millisecond) // the request is with the upstream
+		var release chan struct{}
+		select {
+		case release = <-arrived:
+		case got := <-answered:
+			t.Fatalf("round %d: the request was answered (%d, %v) before it reached the upstream", i, got.status, got.err)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("round %d: the request never reached the upstream", i)
+		}
 		tester.InitServer(gatewayConfig(fmt.Sprintf("rvm12kept%d", i), up.Listener.Addr().String()), "caddyfile")
-		got := <-answered
-		t.Logf("round %d: the in-flight request got %d", i, got.status)
+		select {
+		case got := <-answered:
+			t.Fatalf("round %d: the request was answered (%d, %v) before the reload ended, so it was not in flight across it", i, got.status, got.err)
+		default:
+		}
+		close(release)
+		var got answer
+		select {
+		case got = <-answered:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("round %d: the in-flight request was never answered", i)
+		}
+		if got.err != nil || got.status != http.StatusOK {
+			t.Fatalf("round %d: the request in flight across the reload got %d, %v; want the upstream's 200", i, got.status, got.err)
+		}
 		for name := range scrape(t) {
 			if strings.Contains(name, `route="`+dropped+`"`) {
 				t.Fatalf("round %d: after the reload dropped route %s and its in-flight request ended, /metrics shows %s", i, dropped, name)

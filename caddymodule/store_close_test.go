@@ -1,11 +1,13 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,6 +34,9 @@ func TestStoreClosedUnderAScanDoesNotCrash(t *testing.T) {
 	cmd := exec.Command(self, "-test.run=^TestStoreClosedUnderAScanDoesNotCrash$", "-test.v")
 	cmd.Env = append(os.Environ(), "HOOKGATE_CLOSE_CHILD=1")
 	out, err := cmd.CombinedOutput()
+	if err != nil && !strings.Contains(string(out), "unexpected fault address") && !strings.Contains(string(out), "SIGSEGV") {
+		t.Fatalf("the child scenario failed (%v):\n%s", err, out)
+	}
 	if err != nil {
 		text := string(out)
 		if i := strings.Index(text, "unexpected fault address"); i >= 0 {
@@ -74,19 +79,27 @@ func closeUnderStrandedScan(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	opened, err := dedupe.OpenBadger(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scan := &observedScan{store: &badgerStore{opened}, entered: make(chan struct{})}
 	pool := newPooledLedger(dir, defaultMinFree)
+	pool.ledger = scan
 	app := &App{routes: map[routeKey]*appRoute{}, logger: zap.NewNop()}
 	scanned := make(chan struct{})
 	go func() {
 		defer close(scanned)
 		app.warnStranded(pool, map[string]bool{})
 	}()
-	for opened := false; !opened; time.Sleep(time.Millisecond) {
-		pool.mu.Lock()
-		opened = pool.ledger != nil
-		pool.mu.Unlock()
+	select {
+	case <-scan.entered:
+	case <-scanned:
+		t.Fatal("warnStranded ended without scanning the store")
+	case <-time.After(time.Minute):
+		t.Fatal("the scan never started")
 	}
-	time.Sleep(50 * time.Millisecond) // the scan is under way
+	scan.closing.Store(true)
 	if err := pool.Destruct(); err != nil {
 		t.Log(err)
 	}
@@ -95,4 +108,39 @@ func closeUnderStrandedScan(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the scan never ended")
 	}
+	// The scan had its iterator open when Destruct began (scan.entered) and was still running
+	// then: the store was closed under it, not before it started or after it ended.
+	if !scan.closedUnder {
+		t.Fatal("the scan ended before the store was closed, so nothing was closed under it")
+	}
+}
+
+// observedScan reports when a PendingByNamespace scan is under way, and whether the store began
+// closing before it ended. The scan checks its context once before it enters the store and then
+// once per namespace with its iterator open, so the second check is the scan under way.
+type observedScan struct {
+	store
+	entered     chan struct{}
+	closing     atomic.Bool // set by the test just before it closes the store
+	closedUnder bool
+}
+
+func (s *observedScan) PendingByNamespace(ctx context.Context) (map[string]int, error) {
+	counts, err := s.store.PendingByNamespace(&scanContext{Context: ctx, entered: s.entered})
+	s.closedUnder = s.closing.Load()
+	return counts, err
+}
+
+// scanContext closes entered on the second call of Err.
+type scanContext struct {
+	context.Context
+	entered chan struct{}
+	calls   int
+}
+
+func (c *scanContext) Err() error {
+	if c.calls++; c.calls == 2 {
+		close(c.entered)
+	}
+	return c.Context.Err()
 }

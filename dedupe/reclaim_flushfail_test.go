@@ -12,16 +12,16 @@ import (
 )
 
 // Reclaim runs only while the disk is low, which is when writing a table is most likely to fail
-// (no space, an I/O error). A Reclaim whose memtable flush fails must leave the store working,
-// or failed (so the pool reopens it): not half-dropped, with its live memtable also queued as
+// (no space, an I/O error). A Reclaim whose memtable flush fails must report it and leave the
+// store failed (so the pool reopens it, with everything written before): not half-dropped, with its live memtable also queued as
 // flushed, which Badger later frees under readers or trips an assertion on (log.Fatalf: the
 // whole gateway exits). The store is driven in a child process, as the failure kills it.
-func TestReclaimWhoseFlushFailsLeavesAWorkingStore(t *testing.T) {
+func TestReclaimWhoseFlushFailsFailsTheStoreAndLosesNothing(t *testing.T) {
 	if dir := os.Getenv("HOOKGATE_RECLAIM_FLUSHFAIL_DIR"); dir != "" {
 		reclaimWithFailingFlush(t, dir)
 		return
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestReclaimWhoseFlushFailsLeavesAWorkingStore$", "-test.v")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestReclaimWhoseFlushFailsFailsTheStoreAndLosesNothing$", "-test.v")
 	cmd.Env = append(os.Environ(), "HOOKGATE_RECLAIM_FLUSHFAIL_DIR="+t.TempDir())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -52,35 +52,32 @@ func reclaimWithFailingFlush(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	err = b.Reclaim(ctx)
-	t.Logf("Reclaim with no room for a table: %v", err)
+	if err == nil {
+		t.Fatal("Reclaim succeeded with no room for a table: the flush failure was never injected")
+	}
 	if err := os.Remove(blocker); err != nil {
 		t.Fatal(err)
 	}
-	if b.Err() != nil {
-		// Failed: the pool closes it and opens the directory again; nothing written is lost.
-		t.Logf("store failed, as it may: %v", b.Err())
-		if err := b.Close(); err != nil {
-			t.Logf("closing the failed store: %v", err)
-		}
-		if b, err = OpenBadger(dir); err != nil {
-			t.Fatalf("reopening after the failed Reclaim: %v", err)
-		}
-		defer b.Close()
-		for i := range 100 {
-			out, err := b.Claim(ctx, Claim{Namespace: "n", ID: fmt.Sprintf("%0500d", i), Lease: time.Minute})
-			if err != nil || out != Duplicate {
-				t.Fatalf("ID %d after the failed Reclaim and a reopen: %v, %v; want a duplicate", i, out, err)
-			}
-		}
-		return
+	// The store is failed, and says so, so the pool closes it and opens the directory again;
+	// meanwhile it refuses writes rather than take them into a half-dropped memtable.
+	if b.Err() == nil {
+		t.Fatalf("Reclaim failed (%v) but the store does not report itself failed, so the pool would keep it", err)
 	}
-	// The store goes on: enough writes to fill and flush two memtables, then every ID is there.
-	const n = 20000
-	done(100, n)
-	for i := range 100 + n {
+	if err := b.Done(ctx, Claim{Namespace: "n", ID: "after"}, time.Hour); err == nil {
+		t.Fatal("the failed store accepted a write")
+	}
+	if err := b.Close(); err != nil {
+		t.Logf("closing the failed store: %v", err)
+	}
+	// Nothing written before the failure is lost.
+	if b, err = OpenBadger(dir); err != nil {
+		t.Fatalf("reopening after the failed Reclaim: %v", err)
+	}
+	defer b.Close()
+	for i := range 100 {
 		out, err := b.Claim(ctx, Claim{Namespace: "n", ID: fmt.Sprintf("%0500d", i), Lease: time.Minute})
 		if err != nil || out != Duplicate {
-			t.Fatalf("ID %d after the failed Reclaim: %v, %v; want a duplicate", i, out, err)
+			t.Fatalf("ID %d after the failed Reclaim and a reopen: %v, %v; want a duplicate", i, out, err)
 		}
 	}
 }
