@@ -73,7 +73,7 @@ run_tests() {
 		exit 1
 	fi
 	grep -q '^ok' "$log" || { echo "no test package passed" >&2; exit 1; }
-	echo "all tests passed"
+	echo "all tests passed in $((SECONDS / 60))m$((SECONDS % 60))s (install, build and tests)"
 }
 
 case "${1:-}" in
