@@ -74,7 +74,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.Header.Set("Hookgate-Event-Id", claim.ID)
 	r.Header.Set("Hookgate-Verified", h.scheme)
-	r = markPassed(r) // so that the directive's strip route keeps them (ownheaders.go)
+	markPassed(r) // so that the directive's strip route keeps them (ownheaders.go)
 	rec := &statusRecorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
 	return h.handOn(out, rec, r, next, claim)
 }

@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"context"
 	"io"
 	"net/http"
 
@@ -38,7 +37,7 @@ func (*StripHeaders) CaddyModule() caddy.ModuleInfo {
 
 // ServeHTTP strips, unless hookgate passed the request, and goes on.
 func (*StripHeaders) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	if passed, _ := r.Context().Value(passedKey{}).(bool); !passed {
+	if _, passed := caddyhttp.GetVar(r.Context(), passedVar).(passedMark); !passed {
 		stripHookgateHeaders(r.Header)
 		if r.Trailer != nil && r.Body != nil { // trailers were announced: they come after the body
 			r.Body = &trailerStripper{ReadCloser: r.Body, trailer: r.Trailer}
@@ -64,13 +63,17 @@ func (b *trailerStripper) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// passedKey marks, in a request's context, that hookgate verified it and set its headers. A
-// context value, not a Caddy var, so that no config or placeholder can set it.
-type passedKey struct{}
+// passedVar is the request variable hookgate marks what it verified and set its headers on with a
+// passedMark. Caddy gives every request a variable table, so the mark costs no copy of the
+// request; a config or placeholder can set the name, but only to a string or JSON value, never
+// to this unexported type.
+const passedVar = "hookgate.passed"
 
-// markPassed is r as hookgate hands it on: StripHeaders leaves its headers alone.
-func markPassed(r *http.Request) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), passedKey{}, true))
+type passedMark struct{}
+
+// markPassed marks r as hookgate hands it on: StripHeaders leaves its headers alone.
+func markPassed(r *http.Request) {
+	caddyhttp.SetVar(r.Context(), passedVar, passedMark{})
 }
 
 // stripHookgateHeaders drops every incoming Hookgate-* header: they are ours to set.
