@@ -1,0 +1,183 @@
+package hookgate_test
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"unicode"
+
+	"github.com/hookgate/hookgate/verify"
+)
+
+// docPages are the README and the reference pages it links to.
+func docPages(t *testing.T) []string {
+	t.Helper()
+	pages, err := filepath.Glob("docs/*.md")
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("no docs/*.md pages (%v)", err)
+	}
+	return append([]string{"README.md", "BENCHMARKS.md"}, pages...)
+}
+
+var (
+	mdLink    = regexp.MustCompile(`!?\[[^\]]*\]\(([^)\s]+)\)`)
+	codeFence = regexp.MustCompile("(?ms)^\\s*```.*?^\\s*```")
+	codeSpan  = regexp.MustCompile("`[^`\n]*`")
+)
+
+// anchors are the fragment IDs GitHub gives a page's headings: lower case, punctuation dropped
+// (hyphens and underscores kept), spaces made hyphens, a repeated one suffixed -1, -2, ….
+func anchors(text string) map[string]bool {
+	ids := map[string]bool{}
+	seen := map[string]int{}
+	for _, line := range strings.Split(codeFence.ReplaceAllString(text, ""), "\n") {
+		if !strings.HasPrefix(line, "#") {
+			continue
+		}
+		heading := strings.TrimSpace(strings.TrimLeft(line, "#"))
+		var id strings.Builder
+		for _, r := range strings.ToLower(heading) {
+			switch {
+			case r == ' ':
+				id.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsNumber(r) || unicode.IsMark(r):
+				id.WriteRune(r)
+			}
+		}
+		slug := id.String()
+		if n := seen[slug]; n > 0 {
+			ids[slug+"-"+string(rune('0'+n))] = true
+		} else {
+			ids[slug] = true
+		}
+		seen[slug]++
+	}
+	return ids
+}
+
+// TestDocsLinksResolve follows every relative link of the README and the docs pages: the file
+// it names exists, and its #fragment is one of that page's headings.
+func TestDocsLinksResolve(t *testing.T) {
+	checked := 0
+	for _, page := range docPages(t) {
+		src, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prose := codeSpan.ReplaceAllString(codeFence.ReplaceAllString(string(src), ""), "")
+		for _, m := range mdLink.FindAllStringSubmatch(prose, -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			checked++
+			file, fragment, _ := strings.Cut(target, "#")
+			path := page
+			if file != "" {
+				path = filepath.Join(filepath.Dir(page), file)
+			}
+			info, err := os.Stat(path)
+			if err != nil {
+				t.Errorf("%s: link %q: %v", page, target, err)
+				continue
+			}
+			if fragment == "" {
+				continue
+			}
+			if info.IsDir() || !strings.HasSuffix(path, ".md") {
+				t.Errorf("%s: link %q: a fragment on something that is not a page", page, target)
+				continue
+			}
+			text, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !anchors(string(text))[fragment] {
+				t.Errorf("%s: link %q: %s has no heading #%s", page, target, path, fragment)
+			}
+		}
+	}
+	t.Logf("%d relative links checked", checked)
+	if checked < 50 {
+		t.Errorf("only %d relative links checked: is the link pattern still right?", checked)
+	}
+}
+
+// TestReadmeLinksEveryDocsPage: a page under docs/ that the README does not link is a page no
+// reader finds.
+func TestReadmeLinksEveryDocsPage(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages, _ := filepath.Glob("docs/*.md")
+	for _, page := range pages {
+		if !strings.Contains(string(readme), "("+page+")") && !strings.Contains(string(readme), "("+page+"#") {
+			t.Errorf("README.md does not link %s", page)
+		}
+	}
+}
+
+// presetRows are the rows of a page's preset table (its first table naming presets), by preset.
+func presetRows(t *testing.T, page string) map[string][]string {
+	t.Helper()
+	src, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string][]string{}
+	for _, line := range strings.Split(string(src), "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		cells := tableCells(line)
+		name := strings.Trim(cells[0], "`")
+		if _, earlier := rows[name]; !earlier && slices.Contains(verify.PresetNames(), name) { // the page's first table is the presets'
+			rows[name] = cells
+		}
+	}
+	return rows
+}
+
+// tableCells are a Markdown table row's cells; `\|` is a pipe inside a cell.
+func tableCells(row string) []string {
+	var cells []string
+	var cell strings.Builder
+	row = strings.TrimSpace(row)
+	for i := 1; i < len(row)-1; i++ {
+		switch {
+		case row[i] == '\\' && row[i+1] == '|':
+			cell.WriteString(`\|`)
+			i++
+		case row[i] == '|':
+			cells = append(cells, strings.TrimSpace(cell.String()))
+			cell.Reset()
+		default:
+			cell.WriteByte(row[i])
+		}
+	}
+	return append(cells, strings.TrimSpace(cell.String()))
+}
+
+// TestPresetTablesListEveryPresetAlike: every preset has a row in docs/presets.md's table and in
+// the README's short one, and the README's cells (signed bytes, tolerance, event ID) say what the
+// full table says.
+func TestPresetTablesListEveryPresetAlike(t *testing.T) {
+	full, short := presetRows(t, "docs/presets.md"), presetRows(t, "README.md")
+	for _, name := range verify.PresetNames() {
+		f, s := full[name], short[name]
+		switch {
+		case f == nil:
+			t.Errorf("docs/presets.md has no row for %s", name)
+		case s == nil:
+			t.Errorf("README.md has no row for %s", name)
+		case len(f) != 6 || len(s) != 4:
+			t.Errorf("%s: %d cells in docs/presets.md (want 6), %d in README.md (want 4)", name, len(f), len(s))
+		case f[2] != s[1] || f[3] != s[2] || f[4] != s[3]:
+			t.Errorf("%s: README.md says %q; docs/presets.md says %q", name, s[1:], []string{f[2], f[3], f[4]})
+		}
+	}
+}
