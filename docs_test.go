@@ -19,7 +19,7 @@ func docPages(t *testing.T) []string {
 	if err != nil || len(pages) == 0 {
 		t.Fatalf("no docs/*.md pages (%v)", err)
 	}
-	return append([]string{"README.md", "BENCHMARKS.md"}, pages...)
+	return append([]string{"README.md"}, pages...)
 }
 
 var (
@@ -62,7 +62,7 @@ func anchors(text string) map[string]bool {
 // it names exists, and its #fragment is one of that page's headings.
 func TestDocsLinksResolve(t *testing.T) {
 	checked := 0
-	for _, page := range docPages(t) {
+	for _, page := range append(docPages(t), "BENCHMARKS.md") { // the measurements: its links, not its commands of earlier builds
 		src, err := os.ReadFile(page)
 		if err != nil {
 			t.Fatal(err)
@@ -178,6 +178,170 @@ func TestPresetTablesListEveryPresetAlike(t *testing.T) {
 			t.Errorf("%s: %d cells in docs/presets.md (want 6), %d in README.md (want 4)", name, len(f), len(s))
 		case f[2] != s[1] || f[3] != s[2] || f[4] != s[3]:
 			t.Errorf("%s: README.md says %q; docs/presets.md says %q", name, s[1:], []string{f[2], f[3], f[4]})
+		}
+	}
+}
+
+// codeOf is the code a page shows: its fenced blocks, and its `spans` (which may wrap a line).
+func codeOf(t *testing.T, page string) []string {
+	t.Helper()
+	src, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := codeFence.FindAllString(string(src), -1)
+	for _, span := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(codeFence.ReplaceAllString(string(src), ""), -1) {
+		code = append(code, strings.ReplaceAll(span[1], "\n", " "))
+	}
+	return code
+}
+
+// shellWords splits a command line as sh would, for the quoting the docs use ('…' and "…").
+func shellWords(line string) []string {
+	var words []string
+	var word strings.Builder
+	var quote rune
+	inWord := false
+	for _, r := range line {
+		switch {
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote != 0:
+			word.WriteRune(r)
+		case r == '\'' || r == '"':
+			quote, inWord = r, true
+		case r == ' ' || r == '\t' || r == '\n':
+			if inWord {
+				words = append(words, word.String())
+				word.Reset()
+				inWord = false
+			}
+		default:
+			word.WriteRune(r)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, word.String())
+	}
+	return words
+}
+
+// goFuncs are the names of a package directory's Test, Fuzz and Benchmark functions.
+func goFuncs(t *testing.T, dir string) []string {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*_test.go"))
+	var names []string
+	for _, file := range files {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`(?m)^func ((?:Test|Fuzz|Benchmark)\w*)\(`).FindAllStringSubmatch(string(src), -1) {
+			names = append(names, m[1])
+		}
+	}
+	return names
+}
+
+// TestDocumentedGoCommandsNameWhatExists: each `./xcaddy.sh WORD`, `go test …` and `go run ./bench …`
+// the README and docs show runs something that exists: the script's subcommand, a package whose
+// tests match the -run, -fuzz or -bench pattern, the load tool's flags.
+func TestDocumentedGoCommandsNameWhatExists(t *testing.T) {
+	script, err := os.ReadFile("xcaddy.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var benchSrc strings.Builder
+	benchFiles, _ := filepath.Glob("bench/*.go")
+	for _, file := range benchFiles {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		benchSrc.Write(src)
+	}
+	kinds := map[string]string{"-run": "Test", "-fuzz": "Fuzz", "-bench": "Benchmark"}
+	counted := 0
+	for _, page := range docPages(t) {
+		for _, code := range codeOf(t, page) {
+			for _, m := range regexp.MustCompile(`\./xcaddy\.sh (\w+)`).FindAllStringSubmatch(code, -1) {
+				counted++
+				if !regexp.MustCompile(`(?m)^` + m[1] + `\) `).Match(script) {
+					t.Errorf("%s: `./xcaddy.sh %s`: xcaddy.sh has no %s command", page, m[1], m[1])
+				}
+			}
+			for _, m := range regexp.MustCompile(`go (test|run) (.*)`).FindAllStringSubmatch(code, -1) {
+				counted++
+				words := shellWords(m[2])
+				if end := slices.IndexFunc(words, func(w string) bool { return w == "|" || w == ";" || w == "&&" || w == "#" }); end >= 0 {
+					words = words[:end]
+				}
+				for i, word := range words {
+					if m[1] == "run" && strings.HasPrefix(word, "-") {
+						name, _, _ := strings.Cut(strings.TrimLeft(word, "-"), "=")
+						if !regexp.MustCompile(`flag\.\w+\((?:&[\w.]+, )?"` + regexp.QuoteMeta(name) + `"`).MatchString(benchSrc.String()) {
+							t.Errorf("%s: `go run %s`: the load tool has no -%s flag", page, m[2], name)
+						}
+					}
+					if m[1] != "test" {
+						continue
+					}
+					if strings.HasPrefix(word, "./") {
+						if funcs := goFuncs(t, strings.TrimSuffix(strings.TrimSuffix(word, "..."), "/")); len(funcs) == 0 {
+							t.Errorf("%s: `go test %s`: no tests in %s", page, m[2], word)
+						}
+					}
+					if prefix, ok := kinds[word]; ok && i+1 < len(words) && words[i+1] != "^$" {
+						pattern := regexp.MustCompile(words[i+1])
+						var pkgs []string
+						for _, w := range words {
+							if strings.HasPrefix(w, "./") {
+								pkgs = append(pkgs, strings.TrimSuffix(w, "/"))
+							}
+						}
+						found := false
+						for _, pkg := range pkgs {
+							for _, name := range goFuncs(t, pkg) {
+								found = found || strings.HasPrefix(name, prefix) && pattern.MatchString(name)
+							}
+						}
+						if !found {
+							t.Errorf("%s: `go test %s`: no %s function in %v matches %s %q", page, m[2], prefix, pkgs, word, words[i+1])
+						}
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d documented commands checked", counted)
+	if counted < 15 {
+		t.Errorf("only %d documented commands found: is the pattern still right?", counted)
+	}
+}
+
+// TestDocumentedTestsExist: a test, fuzz target or benchmark the docs cite as evidence exists.
+func TestDocumentedTestsExist(t *testing.T) {
+	var all []string
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && (d.Name() == "node_modules" || d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != "." {
+			return filepath.SkipDir
+		}
+		if err == nil && d.IsDir() {
+			all = append(all, goFuncs(t, path)...)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, page := range docPages(t) {
+		for _, code := range codeOf(t, page) {
+			for _, name := range regexp.MustCompile(`\b(?:Test|Fuzz|Benchmark)[A-Z]\w*`).FindAllString(code, -1) {
+				if !slices.Contains(all, name) {
+					t.Errorf("%s names %s, which no package has", page, name)
+				}
+			}
 		}
 	}
 }
