@@ -2,7 +2,8 @@
 # hookgate's build/run/test wrapper.
 #   ./xcaddy.sh build   builds ./caddy with hookgate (xcaddy, pinned Caddy)
 #   ./xcaddy.sh run     builds, then runs the root Caddyfile: hookgate on :8080 in front of a demo upstream
-#   ./xcaddy.sh test    builds once, then runs every test (unit, caddytest, end to end); fails if any test skips
+#   ./xcaddy.sh test    runs every test (unit, caddytest, end to end) while building once for the end-to-end
+#                       ones; fails if any test skips
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -52,18 +53,30 @@ run_tests() {
 	test_tools
 	# verify's provider-oracle tests drive the providers' own npm libraries, pinned by this lock.
 	[ -d verify/testdata/oracle/node_modules ] || (cd verify/testdata/oracle && npm ci)
-	build
 	gofmt_out=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 	if [ -n "$gofmt_out" ]; then
 		echo "gofmt would change: $gofmt_out" >&2
 		exit 1
 	fi
-	go vet ./...
-	log=$(mktemp)
-	HOOKGATE_CADDY_BIN="$PWD/caddy" go test -count=1 -race -v -timeout 30m ./... 2>&1 | tee "$log" | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' || true
+	# The caddy build runs beside vet and the tests; the end-to-end tests wait for its status file.
+	work=$(mktemp -d)
+	(if build >"$work/build.log" 2>&1; then echo ok; else echo "failed: see $work/build.log"; fi >"$work/status.tmp" &&
+		mv "$work/status.tmp" "$work/build.status") &
+	build_pid=$!
+	# -race here too, so vet reuses the packages the race-enabled tests compile.
+	go vet -race ./... || { wait "$build_pid"; exit 1; }
+	log="$work/test.log"
+	HOOKGATE_CADDY_BIN="$PWD/caddy" HOOKGATE_CADDY_BUILD_STATUS="$work/build.status" \
+		go test -count=1 -race -v -timeout 30m ./... 2>&1 | tee "$log" | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' || true
+	wait "$build_pid"
+	if [ "$(cat "$work/build.status")" != ok ]; then
+		cat "$work/build.log" >&2
+		echo "the caddy build failed" >&2
+		exit 1
+	fi
 	if grep -qE '^(--- FAIL|FAIL|panic:)' "$log"; then
 		grep -E -B2 -A30 '^(--- FAIL|panic:)' "$log" | head -200 >&2
-		echo "tests failed" >&2
+		echo "tests failed (full log: $log)" >&2
 		exit 1
 	fi
 	# A skipped integration test proves nothing (caddytest skips when its server does not come up).

@@ -35,11 +35,7 @@ func freePort(t *testing.T) int {
 }
 
 func newBinaryGateway(t *testing.T, config string) *binaryGateway {
-	bin := os.Getenv("HOOKGATE_CADDY_BIN")
-	if bin == "" {
-		t.Skip("HOOKGATE_CADDY_BIN is not set: `./xcaddy.sh test` builds the binary and sets it")
-	}
-	g := &binaryGateway{bin: bin, config: config, dataHome: t.TempDir(), port: freePort(t)}
+	g := &binaryGateway{bin: caddyBinary(t), config: config, dataHome: t.TempDir(), port: freePort(t)}
 	g.env = append(os.Environ(),
 		"XDG_DATA_HOME="+g.dataHome,
 		"XDG_CONFIG_HOME="+g.dataHome,

@@ -1,0 +1,48 @@
+package caddymodule
+
+import (
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// builtCaddy is the xcaddy-built binary the end-to-end tests run. `./xcaddy.sh test` builds it
+// while the unit tests run and names a status file that appears when the build ends ("ok", or
+// the failure), so the end-to-end tests wait for it instead of the whole run waiting for the build.
+var builtCaddy struct {
+	once   sync.Once
+	status string
+}
+
+// caddyBinary returns HOOKGATE_CADDY_BIN once its build, if still running, has finished.
+func caddyBinary(t *testing.T) string {
+	t.Helper()
+	bin := os.Getenv("HOOKGATE_CADDY_BIN")
+	if bin == "" {
+		t.Skip("HOOKGATE_CADDY_BIN is not set: `./xcaddy.sh test` builds the binary and sets it")
+	}
+	statusFile := os.Getenv("HOOKGATE_CADDY_BUILD_STATUS")
+	if statusFile == "" {
+		return bin
+	}
+	builtCaddy.once.Do(func() { builtCaddy.status = waitForBuild(statusFile) })
+	if builtCaddy.status != "ok" {
+		t.Fatalf("the caddy build did not succeed: %s", builtCaddy.status)
+	}
+	return bin
+}
+
+// waitForBuild waits, at most as long as a build can take, for the status file and returns its
+// first line.
+func waitForBuild(statusFile string) string {
+	deadline := time.Now().Add(20 * time.Minute)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(statusFile); err == nil {
+			return strings.TrimSpace(string(b))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return "no build status in " + statusFile + " after 20 minutes"
+}
