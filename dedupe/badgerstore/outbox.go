@@ -38,7 +38,7 @@ func (b *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, de
 	}
 	rec := &outboxRecord{State: dedupe.Pending, AcceptedAt: ev.AcceptedAt, NextAttempt: ev.NextAttempt, UpdatedAt: ev.UpdatedAt}
 	if rec.AcceptedAt.IsZero() {
-		rec.AcceptedAt = time.Now()
+		rec.AcceptedAt = b.clock()
 	}
 	if rec.NextAttempt.IsZero() {
 		rec.NextAttempt = rec.AcceptedAt
@@ -49,7 +49,7 @@ func (b *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, de
 
 	var out dedupe.Outcome
 	err = b.update(ctx, "accept", func(txn *badger.Txn) error {
-		now := time.Now()
+		now := b.clock()
 		var err error
 		if b.claims.heldAny(ids, now) {
 			out = dedupe.InFlight
@@ -134,7 +134,7 @@ func (b *Store) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration
 		return fmt.Errorf("dedupe: update: %w", err)
 	}
 	return b.update(ctx, "update", func(txn *badger.Txn) error {
-		now := time.Now()
+		now := b.clock()
 		old, live, err := getRecord(txn, ok.record, now)
 		switch {
 		case err != nil:
@@ -208,7 +208,7 @@ func (b *Store) Replay(ctx context.Context, namespace, id string, now time.Time)
 		return fmt.Errorf("dedupe: replay: %w", err)
 	}
 	return b.update(ctx, "replay", func(txn *badger.Txn) error {
-		old, live, err := getRecord(txn, ok.record, time.Now())
+		old, live, err := getRecord(txn, ok.record, b.clock())
 		switch {
 		case err != nil:
 			return err
@@ -241,7 +241,7 @@ func (b *Store) Replay(ctx context.Context, namespace, id string, now time.Time)
 // entry is then ever written below where an earlier Lease stopped scanning, which is what lets
 // the next Lease start there (outbox_floor.go).
 func (b *Store) store(txn *badger.Txn, ok outboxKeys, old, rec *outboxRecord, expires time.Time) error {
-	now := time.Now()
+	now := b.clock()
 	if rec.State == dedupe.Pending && rec.NextAttempt.Before(now) {
 		rec.NextAttempt = now
 	}

@@ -86,12 +86,12 @@ func (b *Store) lease(ctx context.Context, namespace string, now time.Time, n in
 // deletes the stale entries it walks past, within the bounds of one transaction (outbox_lease_budget.go).
 // cut says it stopped at those bounds, with entries due at now still beyond.
 func (b *Store) leaseRound(ctx context.Context, namespace string, prefix []byte, now time.Time, n int, until time.Time) (out []*dedupe.Event, cut bool, err error) {
-	from := b.floors.start(namespace, time.Now())
+	from := b.floors.start(namespace, b.clock())
 	var scan dueScan
 	err = b.update(ctx, "lease", func(txn *badger.Txn) error {
 		out = out[:0]
 		var err error
-		if scan, err = scanDue(txn, namespace, prefix, from, sortNanos(now), n); err != nil {
+		if scan, err = scanDue(txn, namespace, prefix, from, sortNanos(now), n, b.clock()); err != nil {
 			return err
 		}
 		for _, k := range scan.stale {
@@ -151,11 +151,11 @@ type dueScan struct {
 
 // scanDue finds up to n events due at or before the limit (sortNanos), starting at from, and
 // the stale entries before them, as many as one transaction's bounds take (outbox_lease_budget.go).
-// Writes must wait until it returns: the iterator is closed by then.
-func scanDue(txn *badger.Txn, namespace string, prefix []byte, from, limit uint64, n int) (dueScan, error) {
+// Records expired at clock are stale. Writes must wait until it returns: the iterator is closed
+// by then.
+func scanDue(txn *badger.Txn, namespace string, prefix []byte, from, limit uint64, n int, clock time.Time) (dueScan, error) {
 	it := keyIterator(txn, prefix)
 	defer it.Close()
-	now := time.Now()
 	scan := dueScan{earliest: limit}
 	var budget txnBudget
 	for it.Seek(seekKey(prefix, from)); it.Valid(); it.Next() {
@@ -172,7 +172,7 @@ func scanDue(txn *badger.Txn, namespace string, prefix []byte, from, limit uint6
 		if err != nil {
 			return dueScan{}, err
 		}
-		rec, live, err := getRecord(txn, ok.record, now)
+		rec, live, err := getRecord(txn, ok.record, clock)
 		if err != nil {
 			return dueScan{}, err
 		}

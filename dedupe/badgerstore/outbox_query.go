@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -38,7 +37,7 @@ func (b *Store) Get(ctx context.Context, namespace, id string) (*dedupe.Event, e
 	}
 	var ev *dedupe.Event
 	err = b.view(ctx, "get", func(txn *badger.Txn) error {
-		rec, live, err := getRecord(txn, ok.record, time.Now())
+		rec, live, err := getRecord(txn, ok.record, b.clock())
 		if err != nil {
 			return err
 		}
@@ -93,7 +92,7 @@ func (b *Store) list(ctx context.Context, op, namespace string, state dedupe.Sta
 	err = b.view(ctx, op, func(txn *badger.Txn) error {
 		it := keyIterator(txn, prefix)
 		defer it.Close()
-		now := time.Now()
+		now := b.clock()
 		for it.Seek(start); it.Valid() && len(out) < limit; it.Next() {
 			if err := ctx.Err(); err != nil {
 				return err

@@ -43,8 +43,8 @@ func TestUpdate(t *testing.T) {
 }
 
 func TestDelivered(t *testing.T) {
-	t.Parallel()
 	b := openTest(t)
+	clock, start := withFakeClock(b)
 	ctx := context.Background()
 	for _, v := range []int64{3, 5} {
 		id := fmt.Sprint("v", v)
@@ -61,7 +61,6 @@ func TestDelivered(t *testing.T) {
 		t.FailNow()
 	}
 	evs[1].State = dedupe.Delivered
-	start := time.Now()
 	update(t, b, evs[1], time.Second)
 	evs[0].State = dedupe.Delivered
 	update(t, b, evs[0], time.Hour)
@@ -69,13 +68,12 @@ func TestDelivered(t *testing.T) {
 		t.Errorf("DeliveredVersion after delivering 5 then 3: %d, %v, %v; want 5", v, ok, err)
 	}
 
-	time.Sleep(900 * time.Millisecond)
-	var s dedupe.State
-	if within(t, start, time.Second, func() { s = getState(t, b, "v5") }) && s != dedupe.Delivered {
-		t.Errorf("0.9 s into a 1 s keep: state %s, want delivered", s)
+	clock.set(start.Add(time.Second - time.Nanosecond))
+	if s := getState(t, b, "v5"); s != dedupe.Delivered {
+		t.Errorf("1 ns before a 1 s keep ends: state %s, want delivered", s)
 	}
-	time.Sleep(time.Until(start.Add(1200 * time.Millisecond)))
-	expectNotFound(t, "after keep", b, "v5")
+	clock.set(start.Add(time.Second))
+	expectNotFound(t, "as the keep ends", b, "v5")
 	delivered, err := b.List(ctx, "stripe", dedupe.Delivered, dedupe.Cursor{}, 10)
 	if err != nil {
 		t.Fatal(err)

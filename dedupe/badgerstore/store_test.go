@@ -115,53 +115,62 @@ func TestClaimDoneRelease(t *testing.T) {
 	expect(t, "claim after release", claim(t, b, r), dedupe.Claimed)
 }
 
-// within runs check and reports whether it finished less than d after start;
-// a slow machine can overshoot a sleep, and then the check proves nothing
-// (the test goes on instead of skipping: a skip fails the test command).
-func within(t *testing.T, start time.Time, d time.Duration, check func()) bool {
-	t.Helper()
-	check()
-	if time.Since(start) >= d {
-		t.Logf("check finished %v after start, not within %v; machine too slow to tell", time.Since(start), d)
-		return false
-	}
-	return true
+// fakeClock is a store's clock that moves only when the test sets it, so that a check of an
+// exact expiry runs at the instant it names, however loaded the machine.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+// withFakeClock gives b a clock that stands at its start until set: an hour ahead of the wall
+// clock, so that the Badger TTLs behind the store's exact expiries, which Badger compares with
+// the wall clock, do not lapse during the test, and half a second past a whole second, so that
+// an expiry cut to the whole second would come half a second early. Call it before b is used.
+func withFakeClock(b *Store) (clock *fakeClock, start time.Time) {
+	start = time.Now().Add(time.Hour).Truncate(time.Second).Add(500 * time.Millisecond)
+	clock = &fakeClock{now: start}
+	b.clock = clock.Now
+	return clock, start
 }
 
 func TestLeaseExpires(t *testing.T) {
-	t.Parallel()
 	b := openTest(t)
+	clock, start := withFakeClock(b)
 	c := event("lease")
 	c.Lease = time.Second
 
-	start := time.Now()
 	expect(t, "first claim", claim(t, b, c), dedupe.Claimed)
 	// Badger's TTLs are whole seconds rounded down; a 1 s lease must still
-	// hold for the full second, not until the next second boundary.
-	time.Sleep(900 * time.Millisecond)
-	var out dedupe.Outcome
-	if within(t, start, time.Second, func() { out = claim(t, b, c) }) {
-		expect(t, "claim 0.9 s into a 1 s lease", out, dedupe.InFlight)
-	}
-	time.Sleep(time.Until(start.Add(1100 * time.Millisecond)))
-	expect(t, "claim after the lease expired", claim(t, b, c), dedupe.Claimed)
+	// hold for the full second, not until the second boundary.
+	clock.set(start.Add(time.Second - time.Nanosecond))
+	expect(t, "claim 1 ns before a 1 s lease ends", claim(t, b, c), dedupe.InFlight)
+	clock.set(start.Add(time.Second))
+	expect(t, "claim as the lease ends", claim(t, b, c), dedupe.Claimed)
 }
 
 func TestDedupeTTLExpires(t *testing.T) {
-	t.Parallel()
 	b := openTest(t)
+	clock, start := withFakeClock(b)
 	c := event("ttl")
 
 	expect(t, "first claim", claim(t, b, c), dedupe.Claimed)
-	start := time.Now()
 	done(t, b, c, time.Second)
-	time.Sleep(900 * time.Millisecond)
-	var out dedupe.Outcome
-	if within(t, start, time.Second, func() { out = claim(t, b, c) }) {
-		expect(t, "claim 0.9 s into a 1 s dedupe window", out, dedupe.Duplicate)
-	}
-	time.Sleep(time.Until(start.Add(1100 * time.Millisecond)))
-	expect(t, "claim after the dedupe window", claim(t, b, c), dedupe.Claimed)
+	clock.set(start.Add(time.Second - time.Nanosecond))
+	expect(t, "claim 1 ns before a 1 s dedupe window ends", claim(t, b, c), dedupe.Duplicate)
+	clock.set(start.Add(time.Second))
+	expect(t, "claim as the dedupe window ends", claim(t, b, c), dedupe.Claimed)
 }
 
 func TestVersions(t *testing.T) {
