@@ -90,8 +90,8 @@ func acceptDedupeExpires(t *testing.T, s Store) {
 		}
 		end := time.Now()
 		settleAs(t, s, time.Now(), dedupe.Delivered, time.Second)
-		// keep counts from the Update, which a loaded machine may reach well after start; the
-		// window, cut to whole seconds, would have ended by then too.
+		// keep counts from the Update, which a loaded machine may reach well after start. The
+		// check also waits past where the window would end if it were cut to whole seconds.
 		at := time.Now().Add(time.Second + settle)
 		if cut := end.Add(2 * time.Second).Truncate(time.Second).Add(10 * time.Millisecond); cut.After(at) {
 			at = cut
