@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/dedupe/badgerstore"
 )
 
 // fakeDisk is a pool whose filesystem reports the free space the test sets, and whose log the
@@ -183,12 +184,12 @@ func TestLedgerStaysClosedOnFullDiskUntilSpaceIsFreed(t *testing.T) {
 	}
 }
 
-// A directory another process holds (here: this test, through dedupe.OpenBadger) is refused
+// A directory another process holds (here: this test, through badgerstore.Open) is refused
 // with a reason, and logged once with the directory and the holder's PID and command line.
 func TestLockedLedgerDirectoryNamesItsHolderOnce(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	holder, err := dedupe.OpenBadger(dir)
+	holder, err := badgerstore.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

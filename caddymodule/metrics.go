@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/dedupe/badgerstore"
 	"github.com/hookgate/hookgate/deliver"
 	"github.com/hookgate/hookgate/verify"
 )
@@ -159,7 +160,7 @@ func (o *deliveryObserver) Recorded(state dedupe.State) {
 // Interface guards
 var _ deliver.Observer = (*deliveryObserver)(nil)
 
-// The Badger ledgers' group commits (dedupe/commit.go), all stores together.
+// The Badger ledgers' group commits (dedupe/badgerstore/commit.go), all stores together.
 var (
 	ledgerCommitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "hookgate_ledger_commit_seconds",
@@ -174,7 +175,7 @@ var (
 )
 
 // observedBadger is an open Badger ledger whose commits are observed.
-func observedBadger(l *dedupe.Badger) *badgerStore {
+func observedBadger(l *badgerstore.Store) *badgerStore {
 	l.ObserveCommits(func(took time.Duration, requests int) {
 		if !countingCommits() {
 			return

@@ -12,7 +12,7 @@ import (
 const reclaimEvery = 10 * time.Second
 
 // reclaimWhileLow asks the open store to give back the space of delivered bodies now
-// (dedupe.Badger.Reclaim), in the background, when the disk is below its watermark. Without
+// (badgerstore.Store.Reclaim), in the background, when the disk is below its watermark. Without
 // it a drained backlog's space comes back only when Badger compacts on its own, which a
 // refused-accepts gateway may never do, so accepts would stay refused.
 func (p *pooledLedger) reclaimWhileLow() {

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/dedupe/badgerstore"
 )
 
 // ledgers holds one open store per storeTarget.key (Badger's absolute directory, or Redis's
@@ -27,7 +28,7 @@ const reopenDelay = 2 * time.Second
 // pooledLedger opens its store on first use, not at provision time, so that `caddy validate` (a
 // separate process) can provision a config while the server holds the directory's lock.
 //
-// A store that failed a write (dedupe.ErrStoreFailed) refuses everything; the pool then closes it
+// A store that failed a write (badgerstore.ErrStoreFailed) refuses everything; the pool then closes it
 // and, on a request at least reopenDelay later, opens the directory again, so the service
 // recovers from what the disk holds without a reload.
 //
@@ -96,11 +97,11 @@ type reclaimer interface {
 }
 
 // badgerStore is an open Badger ledger as a store.
-type badgerStore struct{ *dedupe.Badger }
+type badgerStore struct{ *badgerstore.Store }
 
 // Pending is the namespace's backlog, from Badger's counter.
 func (b *badgerStore) Pending(_ context.Context, namespace string) (int, error) {
-	return b.Badger.Pending(namespace), nil
+	return b.Store.Pending(namespace), nil
 }
 
 // acquireLedger returns the store's pool entry, creating it (for Badger with minFree as its
@@ -182,8 +183,8 @@ func (p *pooledLedger) open() (store, error) {
 		return nil, errDiskFull
 	}
 	l, err := p.openStore()
-	if errors.Is(err, dedupe.ErrLocked) {
-		pid, cmdline := dedupe.LockHolder(p.dir)
+	if errors.Is(err, badgerstore.ErrLocked) {
+		pid, cmdline := badgerstore.LockHolder(p.dir)
 		p.logUnavailable(errLedgerLocked, zap.Int("holder_pid", pid), zap.String("holder_cmdline", cmdline), zap.Error(err))
 		err = errLedgerLocked
 	}
@@ -226,14 +227,14 @@ func (p *pooledLedger) unavailableOr(err error) error {
 }
 
 // openStore opens the directory: afresh, or after a store of this process failed, with
-// dedupe.ReopenBadger, which leaves the leases its deliverers still hold and the sync-mode
+// badgerstore.Reopen, which leaves the leases its deliverers still hold and the sync-mode
 // claims of requests still with the app as they are, so neither is handed out twice.
 func (p *pooledLedger) openStore() (store, error) {
-	var previous *dedupe.Badger
+	var previous *badgerstore.Store
 	for s := p.failed; s != nil && previous == nil; {
 		switch f := s.(type) {
 		case *badgerStore:
-			previous = f.Badger
+			previous = f.Store
 		case interface{ Unwrap() store }:
 			s = f.Unwrap()
 		default:
@@ -241,13 +242,13 @@ func (p *pooledLedger) openStore() (store, error) {
 		}
 	}
 	if previous == nil {
-		l, err := dedupe.OpenBadger(p.dir)
+		l, err := badgerstore.Open(p.dir)
 		if err != nil {
 			return nil, err
 		}
 		return observedBadger(l), nil
 	}
-	l, err := dedupe.ReopenBadger(previous)
+	l, err := badgerstore.Reopen(previous)
 	if err != nil {
 		return nil, err
 	}

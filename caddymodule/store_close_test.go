@@ -14,7 +14,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"go.uber.org/zap"
 
-	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/dedupe/badgerstore"
 )
 
 // The pool closes a store (Destruct when the last config lets go, or retire after a failure)
@@ -51,7 +51,7 @@ func TestStoreClosedUnderAScanDoesNotCrash(t *testing.T) {
 
 func closeUnderStrandedScan(t *testing.T) {
 	dir := t.TempDir()
-	l, err := dedupe.OpenBadger(dir)
+	l, err := badgerstore.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func closeUnderStrandedScan(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	opened, err := dedupe.OpenBadger(dir)
+	opened, err := badgerstore.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

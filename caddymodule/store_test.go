@@ -13,8 +13,8 @@ import (
 
 var errDiskRefused = errors.New("injected: the disk refused a write")
 
-// failedStore stands for a store whose write failed (dedupe.ErrStoreFailed): it refuses every
-// Accept, as a failed *dedupe.Badger does, until the pool closes it and opens the directory again.
+// failedStore stands for a store whose write failed (badgerstore.ErrStoreFailed): it refuses every
+// Accept, as a failed *badgerstore.Store does, until the pool closes it and opens the directory again.
 type failedStore struct {
 	store
 }

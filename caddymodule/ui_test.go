@@ -15,6 +15,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/dedupe/badgerstore"
 )
 
 // The page loads nothing from elsewhere and cannot be framed by another site: the admin API
@@ -193,7 +194,7 @@ func TestDeadLetterPageShowsNoStaleListingAfterAReplay(t *testing.T) {
 // page's memory; the test logs what a refresh costs.
 func TestDeadLetterPageAtScale(t *testing.T) {
 	const routes, perRoute = 50, 110
-	ledger, err := dedupe.OpenBadger(t.TempDir())
+	ledger, err := badgerstore.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,10 @@
 // which event IDs were processed (within a dedupe window), leases an ID to
 // exactly one in-flight request, and keeps the newest version seen per entity
 // so that out-of-order deliveries can be dropped as stale.
+//
+// This package is the contract (Ledger, Outbox, their types and errors); the stores live beside
+// it: badgerstore (embedded, the default) and redisstore (shared by several gateway nodes), both
+// held to it by the checks of ledgertest.
 package dedupe
 
 import (

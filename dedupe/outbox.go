@@ -31,6 +31,12 @@ var ErrNotDead = errors.New("event is not dead")
 // Replay. The event is left as it was; the deliverer keeps it pending and tries again later.
 var ErrNoRoom = errors.New("no room on the ledger's disk to keep the event's body")
 
+// MaxPayload is the largest event an Outbox queues, in bytes: its body plus its method, URI,
+// headers and metadata as stored (headers as JSON). Accept refuses a bigger event with
+// ErrTooLarge. It is the size of a Badger value-log file, the largest value Badger stores
+// (badgerstore); the Redis store keeps the same bound.
+const MaxPayload = 8 << 20
+
 // ErrTooLarge is returned by Accept for an event larger than MaxPayload.
 var ErrTooLarge = errors.New("event too large to queue")
 

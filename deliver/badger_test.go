@@ -11,13 +11,14 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/dedupe/badgerstore"
 )
 
 // With thousands of workers, the deliverer asks the real store for thousands of events at once;
 // that Lease used to exceed Badger's limit on a transaction and fail every time, so nothing
 // was ever delivered.
 func TestThousandsOfWorkersDeliverEachEventOnceFromBadger(t *testing.T) {
-	store, err := dedupe.OpenBadger(t.TempDir())
+	store, err := badgerstore.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package ledgertest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -17,30 +18,29 @@ const versionTTL = 3 * time.Second
 // final states expiring. They wait in parallel.
 var expiryChecks = []check{
 	{name: "claim/a claim whose lease lapsed is Claimed again", waits: true, run: func(t *testing.T, s Store) {
-		c := claimOf("a")
-		c.Lease = time.Second
-		start := time.Now()
-		expect(t, "first claim", claim(t, s, c), dedupe.Claimed)
-		sleepUntil(start.Add(700 * time.Millisecond))
-		var out dedupe.Outcome
-		if within(t, start.Add(time.Second), func() { out = claim(t, s, c) }) {
-			expect(t, "0.7 s into a 1 s lease", out, dedupe.InFlight)
-		}
-		sleepUntil(start.Add(time.Second + settle))
-		expect(t, "after the lease lapsed", claim(t, s, c), dedupe.Claimed)
+		leaseHolds(t, s, s)
 	}},
 	{name: "done/the ID is Duplicate for the dedupe TTL, then new", waits: true, run: func(t *testing.T, s Store) {
-		c := signed("a", "body-A")
-		expect(t, "first claim", claim(t, s, c), dedupe.Claimed)
-		start := time.Now()
-		done(t, s, c, time.Second)
-		sleepUntil(start.Add(700 * time.Millisecond))
-		var out dedupe.Outcome
-		if within(t, start.Add(time.Second), func() { out = claim(t, s, signed("b", "body-A")) }) {
-			expect(t, "its digest 0.7 s into a 1 s dedupe window", out, dedupe.Duplicate)
-		}
-		sleepUntil(start.Add(time.Second + settle))
-		expect(t, "after the dedupe window", claim(t, s, c), dedupe.Claimed)
+		inTime(t, "a 1 s dedupe window holds to its end", func(n int) bool {
+			c := signed(fmt.Sprint("a", n), fmt.Sprint("body-A", n))
+			expect(t, "first claim", claim(t, s, c), dedupe.Claimed)
+			start := alignedStart()
+			done(t, s, c, time.Second)
+			end := time.Now()
+			at, ok := lateCheck(start, end, time.Second)
+			if !ok {
+				return false
+			}
+			sleepUntil(at)
+			out := claim(t, s, signed(fmt.Sprint("b", n), c.Digest))
+			if !time.Now().Before(start.Add(time.Second)) {
+				return false
+			}
+			expect(t, "its digest late in a 1 s dedupe window", out, dedupe.Duplicate)
+			sleepUntil(end.Add(time.Second + settle))
+			expect(t, "after the dedupe window", claim(t, s, c), dedupe.Claimed)
+			return true
+		})
 	}},
 	{name: "done/the version is forgotten VersionTTL after it advanced, and a stale answer does not refresh it", waits: true, run: func(t *testing.T, s Store) {
 		withTTL := func(id string, v int64) dedupe.Claim {
@@ -81,59 +81,81 @@ var expiryChecks = []check{
 }
 
 func acceptDedupeExpires(t *testing.T, s Store) {
-	c := signed("a", "body-A")
-	start := time.Now()
-	if out, err := s.Accept(context.Background(), c, eventOf("a", clock()), 2*time.Second); out != dedupe.Claimed || err != nil {
-		t.Fatalf("Accept: %v, %v", out, err)
-	}
-	settleAs(t, s, time.Now(), dedupe.Delivered, time.Second)
-	// keep counts from the Update, which a loaded machine may reach well after start.
-	sleepUntil(time.Now().Add(time.Second + settle))
-	expectNotFound(t, "after its keep", s, "a")
-	var out, digest dedupe.Outcome
-	if within(t, start.Add(2*time.Second), func() {
-		out = accept(t, s, c, eventOf("a", clock()))
-		digest = claim(t, s, signed("b", "body-A"))
-	}) {
+	inTime(t, "a 2 s dedupe window outlives a 1 s keep", func(n int) bool {
+		id := fmt.Sprint("a", n)
+		c := signed(id, fmt.Sprint("body-A", n))
+		start := alignedStart()
+		if out, err := s.Accept(context.Background(), c, eventOf(id, clock()), 2*time.Second); out != dedupe.Claimed || err != nil {
+			t.Fatalf("Accept: %v, %v", out, err)
+		}
+		end := time.Now()
+		settleAs(t, s, time.Now(), dedupe.Delivered, time.Second)
+		// keep counts from the Update, which a loaded machine may reach well after start. The
+		// check also waits past where the window would end if it were cut to whole seconds.
+		at := time.Now().Add(time.Second + settle)
+		if cut := end.Add(2 * time.Second).Truncate(time.Second).Add(10 * time.Millisecond); cut.After(at) {
+			at = cut
+		}
+		sleepUntil(at)
+		expectNotFound(t, "after its keep", s, id)
+		out := accept(t, s, c, eventOf(id, clock()))
+		digest := claim(t, s, signed(fmt.Sprint("b", n), c.Digest))
+		if !time.Now().Before(start.Add(2 * time.Second)) {
+			if out == dedupe.Claimed { // queued again, too late to tell: out of the next try's way
+				settleAs(t, s, time.Now(), dedupe.Superseded, time.Hour)
+			}
+			return false
+		}
 		expect(t, "accept within dedupeTTL, after its keep", out, dedupe.Duplicate)
 		expect(t, "its digest within dedupeTTL", digest, dedupe.Duplicate)
-	}
-	sleepUntil(start.Add(2*time.Second + settle))
-	expect(t, "accept after dedupeTTL", accept(t, s, c, eventOf("a", clock())), dedupe.Claimed)
+		sleepUntil(end.Add(2*time.Second + settle))
+		expect(t, "accept after dedupeTTL", accept(t, s, c, eventOf(id, clock())), dedupe.Claimed)
+		return true
+	})
 }
 
 func finalStatesExpire(t *testing.T, s Store) {
-	now := clock()
 	states := []dedupe.State{dedupe.Delivered, dedupe.Dead, dedupe.Superseded}
-	for _, st := range states {
-		expect(t, "accept", accept(t, s, claimOf(string(st)), eventOf(string(st), now)), dedupe.Claimed)
-	}
-	start := time.Now()
-	for _, ev := range lease(t, s, time.Now(), 10, time.Minute) {
-		ev.State = dedupe.State(ev.ID)
-		update(t, s, ev, time.Second)
-	}
-	updated := time.Now() // keep counts from each Update, which a loaded machine may reach late
-	sleepUntil(start.Add(700 * time.Millisecond))
-	var got []dedupe.State
-	if within(t, start.Add(time.Second), func() {
+	inTime(t, "a 1 s keep holds to its end", func(n int) bool {
+		now := clock()
+		idOf := func(st dedupe.State) string { return fmt.Sprint(st, n) }
+		stateOf := map[string]dedupe.State{}
 		for _, st := range states {
-			got = append(got, get(t, s, string(st)).State)
+			stateOf[idOf(st)] = st
+			expect(t, "accept", accept(t, s, claimOf(idOf(st)), eventOf(idOf(st), now)), dedupe.Claimed)
 		}
-	}) {
+		start := alignedStart()
+		for _, ev := range lease(t, s, time.Now(), 10, time.Minute) {
+			ev.State = stateOf[ev.ID]
+			update(t, s, ev, time.Second)
+		}
+		updated := time.Now() // keep counts from each Update, which a loaded machine may reach late
+		at, ok := lateCheck(start, updated, time.Second)
+		if !ok {
+			return false
+		}
+		sleepUntil(at)
+		var got []dedupe.State
+		for _, st := range states {
+			got = append(got, get(t, s, idOf(st)).State)
+		}
+		if !time.Now().Before(start.Add(time.Second)) {
+			return false
+		}
 		for i, st := range states {
 			if got[i] != st {
-				t.Errorf("0.7 s into a 1 s keep: %s is %s", st, got[i])
+				t.Errorf("late in a 1 s keep: %s is %s", idOf(st), got[i])
 			}
 		}
-	}
-	sleepUntil(updated.Add(time.Second + settle))
-	for _, st := range states {
-		expectNotFound(t, "after keep", s, string(st))
-		expectIDs(t, "listed after keep", list(t, s, st, dedupe.Cursor{}, 10), "")
-		// The dedupe window outlives the event's record.
-		expect(t, "accept again after keep", accept(t, s, claimOf(string(st)), eventOf(string(st), now)), dedupe.Duplicate)
-	}
+		sleepUntil(updated.Add(time.Second + settle))
+		for _, st := range states {
+			expectNotFound(t, "after keep", s, idOf(st))
+			expectIDs(t, "listed after keep", list(t, s, st, dedupe.Cursor{}, 10), "")
+			// The dedupe window outlives the event's record.
+			expect(t, "accept again after keep", accept(t, s, claimOf(idOf(st)), eventOf(idOf(st), now)), dedupe.Duplicate)
+		}
+		return true
+	})
 }
 
 func deliveredVersionExpires(t *testing.T, s Store) {
@@ -161,24 +183,64 @@ func deliveredVersionExpires(t *testing.T, s Store) {
 // version, and a queued older event would then be sent after a newer one was delivered, rather
 // than superseded.
 func deliveredVersionRefreshed(t *testing.T, s Store) {
-	queue := func(id string, v int64) dedupe.Outcome {
-		c, ev := versionedEvent(id, "cus_1", v, clock())
-		c.VersionTTL = versionTTL
-		return accept(t, s, c, ev)
-	}
-	expect(t, "accept version 2", queue("v2", 2), dedupe.Claimed)
-	accepted := time.Now()
-	settleAs(t, s, time.Now(), dedupe.Delivered, time.Hour)
-	sleepUntil(accepted.Add(1300 * time.Millisecond))
-	expect(t, "accept version 3", queue("v3", 3), dedupe.Claimed)
-	// Past version 2's VersionTTL, before version 3's (at least 1.3 s - 1 s later).
-	sleepUntil(accepted.Add(versionTTL + 150*time.Millisecond))
-	var v int64
-	var ok bool
-	var err error
-	if within(t, accepted.Add(versionTTL+300*time.Millisecond), func() {
-		v, ok, err = s.DeliveredVersion(context.Background(), ns, "cus_1")
-	}) && (v != 2 || !ok || err != nil) {
-		t.Errorf("DeliveredVersion while version 3 is still accepted: %d, %v, %v; want 2", v, ok, err)
-	}
+	inTime(t, "the delivered version outlives the accepted version it was delivered with", func(n int) bool {
+		entity := fmt.Sprint("cus_", n)
+		queue := func(id string, v int64) dedupe.Outcome {
+			c, ev := versionedEvent(fmt.Sprint(id, "-", n), entity, v, clock())
+			c.VersionTTL = versionTTL
+			return accept(t, s, c, ev)
+		}
+		start := time.Now()
+		expect(t, "accept version 2", queue("v2", 2), dedupe.Claimed)
+		accepted := time.Now()
+		settleAs(t, s, time.Now(), dedupe.Delivered, time.Hour)
+		// Version 3 must be accepted while version 2 surely holds: a TTL kept to the second,
+		// rounding down, ends after start+versionTTL-1s.
+		sleepUntil(start.Add(1600 * time.Millisecond))
+		again := time.Now()
+		expect(t, "accept version 3", queue("v3", 3), dedupe.Claimed)
+		late := !time.Now().Before(start.Add(versionTTL - time.Second))
+		var v int64
+		var ok bool
+		var err error
+		if !late {
+			// Past version 2's VersionTTL, before version 3's.
+			sleepUntil(accepted.Add(versionTTL + 50*time.Millisecond))
+			v, ok, err = s.DeliveredVersion(context.Background(), ns, entity)
+			late = !time.Now().Before(again.Add(versionTTL - time.Second))
+		}
+		if late { // version 3 is queued: out of the next try's way
+			settleAs(t, s, time.Now(), dedupe.Superseded, time.Hour)
+			return false
+		}
+		if v != 2 || !ok || err != nil {
+			t.Errorf("DeliveredVersion while version 3 is still accepted: %d, %v, %v; want 2", v, ok, err)
+		}
+		return true
+	})
+}
+
+// leaseHolds claims an ID with a 1 s lease on first, then claims it on second: InFlight late in
+// the lease, Claimed once it lapsed. first and second are one store or two nodes of one.
+func leaseHolds(t *testing.T, first, second Store) {
+	inTime(t, "a 1 s lease holds to its end", func(n int) bool {
+		c := claimOf(fmt.Sprint("a", n))
+		c.Lease = time.Second
+		start := alignedStart()
+		expect(t, "first claim", claim(t, first, c), dedupe.Claimed)
+		end := time.Now()
+		at, ok := lateCheck(start, end, time.Second)
+		if !ok {
+			return false
+		}
+		sleepUntil(at)
+		out := claim(t, second, c)
+		if !time.Now().Before(start.Add(time.Second)) {
+			return false
+		}
+		expect(t, "a claim late in a 1 s lease", out, dedupe.InFlight)
+		sleepUntil(end.Add(time.Second + settle))
+		expect(t, "a claim after the lease lapsed", claim(t, second, c), dedupe.Claimed)
+		return true
+	})
 }

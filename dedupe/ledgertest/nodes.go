@@ -41,16 +41,7 @@ var nodesChecks = []nodesCheck{
 		expect(t, "an older version accepted on b", accept(t, b, oc, ev), dedupe.Stale)
 	}},
 	{name: "nodes/a claim of a node that died is taken over once its lease lapses", run: func(t *testing.T, a, b Store) {
-		c := claimOf("a")
-		c.Lease = time.Second
-		start := time.Now()
-		expect(t, "claim on a, which then dies", claim(t, a, c), dedupe.Claimed)
-		var out dedupe.Outcome
-		if within(t, start.Add(time.Second), func() { out = claim(t, b, c) }) {
-			expect(t, "claim on b within the lease", out, dedupe.InFlight)
-		}
-		sleepUntil(start.Add(time.Second + settle))
-		expect(t, "claim on b after the lease lapsed", claim(t, b, c), dedupe.Claimed)
+		leaseHolds(t, a, b)
 	}},
 	{name: "nodes/of concurrent accepts of one ID on two nodes exactly one is Claimed", run: func(t *testing.T, a, b Store) {
 		var got tally

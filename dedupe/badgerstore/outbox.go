@@ -1,0 +1,285 @@
+package badgerstore
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/hookgate/hookgate/dedupe"
+)
+
+// This file holds the Outbox's writes other than Lease: Accept, Update and
+// Replay. Every one is applied atomically, on its own, by update (in a group
+// commit shared with concurrent writes, see commit.go) and is synced before
+// it returns. The key layout is described in outbox_keys.go.
+
+var _ dedupe.Outbox = (*Store)(nil)
+
+// Accept implements dedupe.Outbox. The event is stored as given except that it
+// starts Pending with no attempts; it is due at ev.NextAttempt if set, else
+// at ev.AcceptedAt (which is set to now if zero). ev.Namespace must be "" or
+// c.Namespace, and ev is not modified. c.Lease is not used. On error the
+// Outcome is meaningless.
+func (b *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, dedupeTTL time.Duration) (dedupe.Outcome, error) {
+	ok, err := acceptKeys(c, ev, dedupeTTL)
+	if err != nil {
+		return 0, fmt.Errorf("dedupe: accept: %w", err)
+	}
+	ids, vk, err := keys(c)
+	if err != nil {
+		return 0, fmt.Errorf("dedupe: accept: %w", err)
+	}
+	pay := payloadOf(ev).encode()
+	if len(pay) > dedupe.MaxPayload {
+		return 0, fmt.Errorf("dedupe: accept: %w: %d bytes stored, at most %d", dedupe.ErrTooLarge, len(pay), dedupe.MaxPayload)
+	}
+	rec := &outboxRecord{State: dedupe.Pending, AcceptedAt: ev.AcceptedAt, NextAttempt: ev.NextAttempt, UpdatedAt: ev.UpdatedAt}
+	if rec.AcceptedAt.IsZero() {
+		rec.AcceptedAt = b.clock()
+	}
+	if rec.NextAttempt.IsZero() {
+		rec.NextAttempt = rec.AcceptedAt
+	}
+	if rec.UpdatedAt.IsZero() {
+		rec.UpdatedAt = rec.AcceptedAt
+	}
+
+	var out dedupe.Outcome
+	err = b.update(ctx, "accept", func(txn *badger.Txn) error {
+		now := b.clock()
+		var err error
+		if b.claims.heldAny(ids, now) {
+			out = dedupe.InFlight
+			return nil
+		}
+		if out, err = idOutcome(txn, ids, now); err != nil || out != dedupe.Claimed {
+			return err
+		}
+		old, live, err := getRecord(txn, ok.record, now)
+		if err != nil {
+			return err
+		}
+		if live {
+			out = dedupe.Duplicate
+			return nil
+		}
+		if out, err = versionOutcome(txn, vk, c.Version); err != nil || out != dedupe.Claimed {
+			return err
+		}
+		if b.backlogFull(txn, c) {
+			out = dedupe.Full
+			return nil
+		}
+		if vk != nil {
+			if err := advanceAccepted(txn, c, vk); err != nil {
+				return err
+			}
+		}
+		if err := markDone(txn, ids, now.Add(dedupeTTL)); err != nil {
+			return err
+		}
+		// old is an expired record of a reused ID whose Badger TTL has not
+		// yet dropped it; reindex removes its index entries.
+		if err := txn.Set(ok.payload, pay); err != nil {
+			return err
+		}
+		return b.store(txn, ok, old, rec, time.Time{})
+	})
+	if err != nil {
+		return 0, err
+	}
+	return out, nil
+}
+
+// acceptKeys checks Accept's arguments and returns the event's keys.
+func acceptKeys(c dedupe.Claim, ev *dedupe.Event, dedupeTTL time.Duration) (outboxKeys, error) {
+	switch {
+	case ev == nil:
+		return outboxKeys{}, fmt.Errorf("nil event")
+	case ev.Namespace != "" && ev.Namespace != c.Namespace:
+		return outboxKeys{}, fmt.Errorf("event namespace %q differs from the claim's %q", ev.Namespace, c.Namespace)
+	case c.ID != "" && dedupeTTL <= 0:
+		return outboxKeys{}, fmt.Errorf("dedupe ttl must be positive, got %v", dedupeTTL)
+	}
+	return keysFor(c.Namespace, ev.ID)
+}
+
+// Update implements dedupe.Outbox. It stores ev's delivery state (State, Attempts,
+// NextAttempt, LastStatus, LastError, UpdatedAt — set to now if zero); the
+// request fields and AcceptedAt are fixed at Accept and ignored here. A
+// Pending event with a zero NextAttempt is due now. The entity and version
+// whose delivered version a Delivered event advances are the accepted ones.
+//
+// Only the holder of the latest lease can update, and only a Pending event:
+// ErrNotFound if the event is absent or expired, ErrLeaseLost if it was
+// leased again since ev was (a worker whose lease ran out reports after
+// another worker took the event over), and an error in words if it already
+// reached a final state, so neither a newer holder's outcome nor a final
+// state is overwritten by a late report. keep must be positive for the
+// final states.
+func (b *Store) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration) error {
+	switch {
+	case ev == nil:
+		return fmt.Errorf("dedupe: update: nil event")
+	case !validState(ev.State):
+		return fmt.Errorf("dedupe: update: unknown state %q", ev.State)
+	case final(ev.State) && keep <= 0:
+		return fmt.Errorf("dedupe: update: keep must be positive, got %v", keep)
+	}
+	ok, err := keysFor(ev.Namespace, ev.ID)
+	if err != nil {
+		return fmt.Errorf("dedupe: update: %w", err)
+	}
+	return b.update(ctx, "update", func(txn *badger.Txn) error {
+		now := b.clock()
+		old, live, err := getRecord(txn, ok.record, now)
+		switch {
+		case err != nil:
+			return err
+		case !live:
+			return fmt.Errorf("%q: %w", ev.ID, dedupe.ErrNotFound)
+		case ev.LeaseToken != old.Leases:
+			return fmt.Errorf("event %q, lease %d of %d: %w", ev.ID, ev.LeaseToken, old.Leases, dedupe.ErrLeaseLost)
+		case final(old.State):
+			return fmt.Errorf("event %q is already %s", ev.ID, old.State)
+		}
+		rec := &outboxRecord{
+			State: ev.State, Attempts: ev.Attempts, LastStatus: ev.LastStatus, LastError: ev.LastError,
+			AcceptedAt: old.AcceptedAt, UpdatedAt: ev.UpdatedAt, Leases: old.Leases,
+		}
+		if rec.UpdatedAt.IsZero() {
+			rec.UpdatedAt = now
+		}
+		if ev.State == dedupe.Pending {
+			rec.NextAttempt = ev.NextAttempt
+			if rec.NextAttempt.IsZero() {
+				rec.NextAttempt = now
+			}
+			return b.store(txn, ok, old, rec, time.Time{})
+		}
+		expires := now.Add(keep)
+		keepPayload := shed
+		if ev.State == dedupe.Dead {
+			keepPayload = retain // for Replay
+		}
+		p, err := keepPayload(txn, ok.payload, expires)
+		if err != nil {
+			return err
+		}
+		if ev.State == dedupe.Delivered {
+			if err := advanceDelivered(txn, ok.ns, p); err != nil {
+				return err
+			}
+		}
+		return b.store(txn, ok, old, rec, expires)
+	})
+}
+
+// advanceDelivered raises the entity's delivered version to the event's,
+// never lowering it, expiring with the accepted version (deliveredEntry). Writes are applied one at a time, so it compares against
+// the newest value (see Done for the per-transaction baseline).
+func advanceDelivered(txn *badger.Txn, namespace string, p *payload) error {
+	if p.Entity == "" {
+		return nil
+	}
+	dk, err := key(namespace, kindDelivered, p.Entity)
+	if err != nil {
+		return err
+	}
+	stored, found, err := getVersion(txn, dk)
+	if err != nil || (found && p.Version <= stored) {
+		return err
+	}
+	e, err := deliveredEntry(txn, namespace, p.Entity, dk, p.Version)
+	if err != nil || e == nil {
+		return err
+	}
+	return txn.SetEntry(e)
+}
+
+// Replay implements dedupe.Outbox. The event keeps its LastStatus and LastError as
+// a record of why it died, until the next attempt replaces them.
+func (b *Store) Replay(ctx context.Context, namespace, id string, now time.Time) error {
+	ok, err := keysFor(namespace, id)
+	if err != nil {
+		return fmt.Errorf("dedupe: replay: %w", err)
+	}
+	return b.update(ctx, "replay", func(txn *badger.Txn) error {
+		old, live, err := getRecord(txn, ok.record, b.clock())
+		switch {
+		case err != nil:
+			return err
+		case !live:
+			return fmt.Errorf("%q: %w", id, dedupe.ErrNotFound)
+		case old.State != dedupe.Dead:
+			return fmt.Errorf("event %q is %s: %w", id, old.State, dedupe.ErrNotDead)
+		}
+		rec := *old
+		rec.State, rec.Attempts, rec.NextAttempt, rec.UpdatedAt = dedupe.Pending, 0, now, now
+		if _, err := retain(txn, ok.payload, time.Time{}); err != nil {
+			return err
+		}
+		return b.store(txn, ok, old, &rec, time.Time{})
+	})
+}
+
+// store writes rec (expiring at expires, zero for never) and moves the
+// event's index entries from where old had them (old may be nil): a due
+// entry is written while the event is Pending, a leased entry while it is
+// Leased, and the state entry expires with the record.
+//
+// An old due entry in the future, such as the lease expiry of an event just
+// delivered, is left in place: a Lease drops it as stale when it comes due.
+// Deleting it would leave a tombstone above where Leases stop scanning, and
+// every Lease would then walk the tombstones of all the events delivered
+// within the last lease time before finding that nothing is due.
+//
+// A Pending event due in the past is written as due now: as the writes are serialized, no due
+// entry is then ever written below where an earlier Lease stopped scanning, which is what lets
+// the next Lease start there (outbox_floor.go).
+func (b *Store) store(txn *badger.Txn, ok outboxKeys, old, rec *outboxRecord, expires time.Time) error {
+	now := b.clock()
+	if rec.State == dedupe.Pending && rec.NextAttempt.Before(now) {
+		rec.NextAttempt = now
+	}
+	if err := putRecord(txn, ok.record, rec, expires); err != nil {
+		return err
+	}
+	b.pending.moved(txn, ok.ns, old, rec)
+	if err := ok.setLeased(txn, old != nil && old.Leased, rec.Leased); err != nil {
+		return err
+	}
+	var oldDue, oldState []byte
+	if old != nil {
+		if old.State == dedupe.Pending && !old.NextAttempt.After(now) {
+			oldDue = ok.due(old.NextAttempt)
+		}
+		oldState = ok.state(old.State, old.AcceptedAt)
+	}
+	newState := ok.state(rec.State, rec.AcceptedAt)
+	if oldState != nil && !bytes.Equal(oldState, newState) {
+		if err := txn.Delete(oldState); err != nil {
+			return err
+		}
+	}
+	if err := txn.SetEntry(entry(newState, nil, expires)); err != nil {
+		return err
+	}
+	if rec.State != dedupe.Pending {
+		if oldDue == nil {
+			return nil
+		}
+		return txn.Delete(oldDue)
+	}
+	newDue := ok.due(rec.NextAttempt)
+	b.floors.lower(ok.ns, rec.NextAttempt)
+	if oldDue != nil && !bytes.Equal(oldDue, newDue) {
+		if err := txn.Delete(oldDue); err != nil {
+			return err
+		}
+	}
+	return txn.Set(newDue, nil)
+}

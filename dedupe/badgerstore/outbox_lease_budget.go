@@ -1,0 +1,68 @@
+package badgerstore
+
+import "github.com/hookgate/hookgate/dedupe"
+
+// Badger refuses a transaction (ErrTxnTooBig) past 15% of the memtable, which options.go sets to
+// 4 MiB: 629,145 bytes of entries, and 6,553 entries (that size over the 96 bytes of the
+// skiplist's largest node). A delete is an entry too. A Lease that deleted every stale due
+// entry it walked past in one transaction failed once more than ~6,500 had come due at once
+// (the lease expiries of events delivered within their lease, after a pause of Leases such as
+// a restart), and so did every Lease after it, for good; so did a Lease of thousands of events.
+//
+// So one Lease transaction takes at most leaseDeletes stale entries and leaseEvents events
+// (four entries each: see leaseSize), and txnBytes of entries as Badger counts them: 1,000 +
+// 1,024 entries, under a third of Badger's count, and with 40-byte IDs ~150 KB, under txnBytes
+// (a quarter of Badger's bytes). The rest leaves room for the other requests of its group
+// commit (commit.go), and txnBytes bounds the transactions of events with long IDs. A Lease goes
+// on in further transactions, up to leaseRounds, so one call does at most 16,000 deletes and
+// leases 4,096 events; the next call continues where it stopped (the floor, outbox_floor.go).
+// Recovery at open (outbox_recover.go) takes recoverBatch events a transaction, with the same
+// txnBytes.
+const (
+	leaseDeletes = 1000
+	leaseEvents  = 256
+	leaseRounds  = 16
+	recoverBatch = 256
+	txnBytes     = 160 << 10
+)
+
+// entryOverhead is what Badger adds to an entry's key and value when it sizes a transaction:
+// two meta bytes and ten for the version (txn.go, checkSize).
+const entryOverhead = 12
+
+// txnBudget counts the bytes of entries a transaction has taken on, up to txnBytes.
+type txnBudget struct{ bytes int }
+
+// take reports whether size more bytes fit, and counts them if so. The first write of a
+// transaction always fits, so that every transaction makes progress: the writes of one event
+// fitted in the transaction that made them, and fit in one of their own again.
+func (b *txnBudget) take(size int) bool {
+	if b.bytes+size > txnBytes && b.bytes > 0 {
+		return false
+	}
+	b.bytes += size
+	return true
+}
+
+// deleteSize is the size of deleting the key k.
+func deleteSize(k []byte) int { return len(k) + entryOverhead }
+
+// leaseSize is the size of leasing the event whose due entry is k: that entry is deleted and
+// written again at the lease's end, the record rewritten and the leased entry written.
+func leaseSize(k []byte, ok outboxKeys, rec *outboxRecord) int {
+	return 2*deleteSize(k) + recordSize(ok, rec) + len(ok.record) + entryOverhead
+}
+
+// maxIndexExtra is the most an index key adds to a record key: a state, a NUL and the time.
+const maxIndexExtra = len(dedupe.Superseded) + 1 + nanosLen
+
+// recoverSize is the size of making a leased event due again (store): the record rewritten, its
+// state entry rewritten, its due entry deleted and written, its leased entry deleted.
+func recoverSize(ok outboxKeys, rec *outboxRecord) int {
+	return recordSize(ok, rec) + 4*(len(ok.record)+maxIndexExtra+entryOverhead)
+}
+
+// recordSize is the size of writing rec.
+func recordSize(ok outboxKeys, rec *outboxRecord) int {
+	return len(ok.record) + maxRecordLen + len(rec.LastError) + entryOverhead
+}

@@ -1,0 +1,385 @@
+package badgerstore
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/hookgate/hookgate/dedupe"
+)
+
+// outboxRecord is the mutable delivery state of a queued event. Its value is
+// an 8-byte big-endian exact expiry in Unix nanos (0 = none) and then the
+// fields in binary (see encode): a record is rewritten on every attempt and
+// read by every Lease, so JSON's encoding and decoding, a few µs each on the
+// committer, showed up in the profiles. The exact expiry decides, as for the
+// ledger's event records, because Badger's TTL is whole seconds; the Badger
+// TTL (see expiringEntry) only reclaims the space a second later.
+type outboxRecord struct {
+	State       dedupe.State
+	Attempts    int
+	NextAttempt time.Time
+	LastStatus  int
+	LastError   string
+	AcceptedAt  time.Time
+	UpdatedAt   time.Time
+	// Leased marks a Pending event handed out by Lease and not yet updated: at open, such a
+	// lease can only belong to a process that died (see recoverLeases).
+	Leased bool
+	// Leases counts the leases handed out for the event: the number of the latest is the token
+	// that Update must be given (Event.LeaseToken), which fences off holders whose lease lapsed.
+	Leases uint64
+}
+
+// recordFormat is the first byte of an encoded record, for a later change of layout. Format 1,
+// written before leases were fenced, has no lease count: it decodes as never leased.
+const (
+	recordFormat         = 2
+	recordFormatUnfenced = 1
+)
+
+// maxRecordLen bounds a stored record's value but for its last error: the expiry, the format,
+// state and leased bytes, and six varints (see encode).
+const maxRecordLen = nanosLen + 3 + 6*binary.MaxVarintLen64
+
+// states numbers the states in a record; 0 is invalid.
+var states = [...]dedupe.State{1: dedupe.Pending, 2: dedupe.Delivered, 3: dedupe.Dead, 4: dedupe.Superseded}
+
+// encode appends the record to v: the format byte, the state's number, a
+// leased byte, attempts, last status and the lease count as uvarints, the
+// three times as varint Unix nanos (0 for a zero time), and the last error
+// as the rest.
+func (r *outboxRecord) encode(v []byte) ([]byte, error) {
+	n := slices.Index(states[:], r.State)
+	if n <= 0 {
+		return nil, fmt.Errorf("unknown state %q", r.State)
+	}
+	leased := byte(0)
+	if r.Leased {
+		leased = 1
+	}
+	v = append(v, recordFormat, byte(n), leased)
+	v = binary.AppendUvarint(v, uint64(r.Attempts))
+	v = binary.AppendUvarint(v, uint64(r.LastStatus))
+	v = binary.AppendUvarint(v, r.Leases)
+	for _, t := range []time.Time{r.AcceptedAt, r.NextAttempt, r.UpdatedAt} {
+		var ns int64
+		if !t.IsZero() {
+			ns = t.UnixNano()
+		}
+		v = binary.AppendVarint(v, ns)
+	}
+	return append(v, r.LastError...), nil
+}
+
+// decodeRecord is encode's inverse, and decodes format 1 too.
+func decodeRecord(v []byte) (*outboxRecord, error) {
+	if len(v) < 3 || (v[0] != recordFormat && v[0] != recordFormatUnfenced) || int(v[1]) >= len(states) || v[1] == 0 || v[2] > 1 {
+		return nil, fmt.Errorf("corrupt event record of %d bytes", len(v))
+	}
+	r := &outboxRecord{State: states[v[1]], Leased: v[2] == 1}
+	counts := 3 // attempts, last status, leases
+	if v[0] == recordFormatUnfenced {
+		counts = 2
+	}
+	v = v[3:]
+	var nums [3]uint64
+	for i := range counts {
+		n, w := binary.Uvarint(v)
+		if w <= 0 {
+			return nil, fmt.Errorf("corrupt event record")
+		}
+		nums[i], v = n, v[w:]
+	}
+	r.Attempts, r.LastStatus, r.Leases = int(nums[0]), int(nums[1]), nums[2]
+	for _, t := range []*time.Time{&r.AcceptedAt, &r.NextAttempt, &r.UpdatedAt} {
+		ns, w := binary.Varint(v)
+		if w <= 0 {
+			return nil, fmt.Errorf("corrupt event record")
+		}
+		if ns != 0 {
+			*t = time.Unix(0, ns).UTC()
+		}
+		v = v[w:]
+	}
+	r.LastError = string(v)
+	return r, nil
+}
+
+// payload is the request as accepted. Its value is a zero byte, the format, the fields in
+// binary (see encode) and then the raw body, so a MiB body is stored as a MiB, and header values
+// that are not UTF-8 are kept as they arrived. Once the event is delivered or superseded its
+// body and headers are dropped (see shed) and the body's size is kept. The JSON tags are those
+// of the earlier format (decodeJSONPayload).
+type payload struct {
+	Entity    string      `json:"entity,omitempty"`
+	Version   int64       `json:"version,omitempty"`
+	Method    string      `json:"method"`
+	URI       string      `json:"uri"`
+	Header    http.Header `json:"header,omitempty"`
+	Scheme    string      `json:"scheme,omitempty"`
+	BodyBytes int         `json:"body_bytes"`
+	body      []byte
+}
+
+func payloadOf(ev *dedupe.Event) *payload {
+	return &payload{
+		Entity: ev.Entity, Version: ev.Version, Method: ev.Method, URI: ev.URI,
+		Header: ev.Header, Scheme: ev.Scheme, BodyBytes: len(ev.Body), body: ev.Body,
+	}
+}
+
+// payloadFormat is the second byte of an encoded payload. The first is 0, which no payload of
+// the earlier format starts with: that is the uvarint length of its JSON, never empty.
+const payloadFormat = 1
+
+// encode lays the payload out as 0, the format, the version as a varint and the body's size as
+// a uvarint, then entity, method, URI, scheme, the number of header names and each name with
+// its number of values and the values (strings as a uvarint length and the bytes), and the body.
+func (p *payload) encode() []byte {
+	// 0, the format, and seven numbers: version, body size, four string lengths, header names.
+	size := 2 + 7*binary.MaxVarintLen64 + len(p.Entity) + len(p.Method) + len(p.URI) + len(p.Scheme) + len(p.body)
+	for name, values := range p.Header {
+		size += 2*binary.MaxVarintLen64 + len(name)
+		for _, value := range values {
+			size += binary.MaxVarintLen64 + len(value)
+		}
+	}
+	v := make([]byte, 0, size)
+	v = append(v, 0, payloadFormat)
+	v = binary.AppendVarint(v, p.Version)
+	v = binary.AppendUvarint(v, uint64(p.BodyBytes))
+	for _, s := range []string{p.Entity, p.Method, p.URI, p.Scheme} {
+		v = appendString(v, s)
+	}
+	v = binary.AppendUvarint(v, uint64(len(p.Header)))
+	for _, name := range slices.Sorted(maps.Keys(p.Header)) {
+		v = appendString(v, name)
+		v = binary.AppendUvarint(v, uint64(len(p.Header[name])))
+		for _, value := range p.Header[name] {
+			v = appendString(v, value)
+		}
+	}
+	return append(v, p.body...)
+}
+
+func appendString(v []byte, s string) []byte {
+	return append(binary.AppendUvarint(v, uint64(len(s))), s...)
+}
+
+// decodePayload decodes v, which the payload then owns (the body aliases it).
+func decodePayload(v []byte) (*payload, error) {
+	if len(v) > 0 && v[0] != 0 {
+		return decodeJSONPayload(v)
+	}
+	if len(v) < 2 || v[1] != payloadFormat {
+		return nil, fmt.Errorf("corrupt event payload of %d bytes", len(v))
+	}
+	r := byteReader{rest: v[2:]}
+	p := &payload{Version: r.varint(), BodyBytes: int(r.uvarint())}
+	for _, s := range []*string{&p.Entity, &p.Method, &p.URI, &p.Scheme} {
+		*s = r.string()
+	}
+	// The counts are checked only against the bytes left, so they size nothing up front: a
+	// corrupt count must not allocate many times the record.
+	if names := r.count(); names > 0 {
+		p.Header = make(http.Header, min(names, 64))
+		for range names {
+			name := r.string()
+			n := r.count()
+			values := make([]string, 0, min(n, 16))
+			for range n {
+				values = append(values, r.string())
+			}
+			p.Header[name] = values
+		}
+	}
+	if r.failed {
+		return nil, fmt.Errorf("corrupt event payload of %d bytes", len(v))
+	}
+	if len(r.rest) > 0 {
+		p.body = r.rest
+	}
+	return p, nil
+}
+
+// decodeJSONPayload decodes the earlier format: a uvarint length, that many bytes of JSON and
+// the body.
+func decodeJSONPayload(v []byte) (*payload, error) {
+	n, w := binary.Uvarint(v)
+	if w <= 0 || n > uint64(len(v)-w) {
+		return nil, fmt.Errorf("corrupt event payload of %d bytes", len(v))
+	}
+	p := new(payload)
+	if err := json.Unmarshal(v[w:w+int(n)], p); err != nil {
+		return nil, fmt.Errorf("corrupt event payload: %w", err)
+	}
+	if body := v[w+int(n):]; len(body) > 0 {
+		p.body = body
+	}
+	return p, nil
+}
+
+// byteReader reads the fields of an encoded payload; once one is cut short, failed is set and
+// every later read returns zero.
+type byteReader struct {
+	rest   []byte
+	failed bool
+}
+
+func (r *byteReader) uvarint() uint64 {
+	n, w := binary.Uvarint(r.rest)
+	if w <= 0 || r.failed {
+		r.failed = true
+		return 0
+	}
+	r.rest = r.rest[w:]
+	return n
+}
+
+func (r *byteReader) varint() int64 {
+	n, w := binary.Varint(r.rest)
+	if w <= 0 || r.failed {
+		r.failed = true
+		return 0
+	}
+	r.rest = r.rest[w:]
+	return n
+}
+
+// count reads a number of items that follow, each at least one byte long.
+func (r *byteReader) count() int {
+	n := r.uvarint()
+	if n > uint64(len(r.rest)) {
+		r.failed = true
+		return 0
+	}
+	return int(n)
+}
+
+func (r *byteReader) string() string {
+	n := r.count()
+	if r.failed {
+		return ""
+	}
+	s := string(r.rest[:n])
+	r.rest = r.rest[n:]
+	return s
+}
+
+// event assembles the Event the Outbox hands out.
+func (k outboxKeys) event(r *outboxRecord, p *payload) *dedupe.Event {
+	return &dedupe.Event{
+		Namespace: k.ns, ID: k.id,
+		Entity: p.Entity, Version: p.Version, Method: p.Method, URI: p.URI,
+		Header: p.Header, Body: p.body, BodyBytes: p.BodyBytes, Scheme: p.Scheme,
+		State: r.State, Attempts: r.Attempts, NextAttempt: r.NextAttempt,
+		LastStatus: r.LastStatus, LastError: r.LastError,
+		AcceptedAt: r.AcceptedAt, UpdatedAt: r.UpdatedAt, LeaseToken: r.Leases,
+	}
+}
+
+// getRecord reads the delivery state of an event. live is false when there
+// is none or its exact expiry has passed; rec is still returned in the
+// latter case so its index entries can be cleaned up.
+func getRecord(txn *badger.Txn, k []byte, now time.Time) (rec *outboxRecord, live bool, err error) {
+	item, err := txn.Get(k)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	var expires int64
+	err = item.Value(func(v []byte) error {
+		if len(v) < nanosLen {
+			return fmt.Errorf("corrupt event record of %d bytes", len(v))
+		}
+		expires = int64(binary.BigEndian.Uint64(v))
+		rec, err = decodeRecord(v[nanosLen:])
+		return err
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return rec, expires == 0 || now.UnixNano() < expires, nil
+}
+
+// putRecord writes the delivery state; a zero expires means it never expires.
+func putRecord(txn *badger.Txn, k []byte, rec *outboxRecord, expires time.Time) error {
+	v := make([]byte, nanosLen, maxRecordLen+len(rec.LastError))
+	if !expires.IsZero() {
+		binary.BigEndian.PutUint64(v, uint64(expires.UnixNano()))
+	}
+	v, err := rec.encode(v)
+	if err != nil {
+		return fmt.Errorf("encoding event record: %w", err)
+	}
+	return txn.SetEntry(entry(k, v, expires))
+}
+
+// getPayload reads the request of an event whose record is live.
+func getPayload(txn *badger.Txn, k []byte) (*payload, error) {
+	v, err := payloadBytes(txn, k)
+	if err != nil {
+		return nil, err
+	}
+	return decodePayload(v)
+}
+
+// retain rewrites the payload with a new expiry (zero: none) and returns it.
+// Badger keeps a TTL per written version, so changing it means writing the
+// value again; this happens once when an event dies and once per Replay.
+func retain(txn *badger.Txn, k []byte, expires time.Time) (*payload, error) {
+	v, err := payloadBytes(txn, k)
+	if err != nil {
+		return nil, err
+	}
+	if err := txn.SetEntry(entry(k, v, expires)); err != nil {
+		return nil, err
+	}
+	return decodePayload(v)
+}
+
+// shed rewrites the payload without its body and headers, expiring at
+// expires, and returns it as it was. A delivered or superseded event is
+// never sent again, so keeping its body for the listing period would only
+// double the value log's writes and hold a KiB or more per event on disk
+// (at 100 events/s over the default 24h keep, 8 GiB); its headers, which
+// no listing shows, would stay in the LSM tree, a few hundred bytes an event.
+func shed(txn *badger.Txn, k []byte, expires time.Time) (*payload, error) {
+	p, err := getPayload(txn, k)
+	if err != nil {
+		return nil, err
+	}
+	meta := *p
+	meta.Header, meta.body = nil, nil
+	return p, txn.SetEntry(entry(k, meta.encode(), expires))
+}
+
+// payloadBytes copies out the stored payload of an event whose record is live.
+func payloadBytes(txn *badger.Txn, k []byte) ([]byte, error) {
+	item, err := txn.Get(k)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, fmt.Errorf("event record without payload %q", k)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return item.ValueCopy(nil)
+}
+
+// entry is an entry without TTL when expires is zero, else an expiringEntry.
+func entry(k, v []byte, expires time.Time) *badger.Entry {
+	if expires.IsZero() {
+		return badger.NewEntry(k, v)
+	}
+	return expiringEntry(k, v, expires)
+}
