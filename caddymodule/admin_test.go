@@ -64,7 +64,7 @@ func TestAdminAddressesIDsWithSlashes(t *testing.T) {
 	waitFor(t, "delivery after the replay", 10*time.Second, func() bool { return up.count(id) == 2 })
 }
 
-// startGatewayWithEmptyOrigin runs an async route under the admin settings the README gives for
+// startGatewayWithEmptyOrigin runs an async route under the admin settings docs/security.md gives for
 // opening the dead-letter page: the empty origin listed beside the admin address.
 func startGatewayWithEmptyOrigin(t *testing.T, route string) {
 	t.Helper()
@@ -83,7 +83,7 @@ func crossSiteGet(t *testing.T, path string) (int, string) {
 		"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "iframe"})
 }
 
-// With the README's `origins ""`, any web page the operator visits can make the admin API list
+// With docs/security.md's `origins ""`, any web page the operator visits can make the admin API list
 // up to 1000 events of a route (each read with its payload from the ledger), as often as it
 // likes: the empty origin is meant for an address typed into the browser (Sec-Fetch-Site: none),
 // and hookgate's endpoints could refuse what a browser marks cross-site or same-site.

@@ -66,7 +66,7 @@ func expectNothingForged(t *testing.T, app *upstream) {
 	}
 }
 
-// With hookgate inside handle blocks, the README's site-level `request_header -Hookgate-*` runs
+// With hookgate inside handle blocks, docs/security.md's site-level `request_header -Hookgate-*` runs
 // before every block: the app reached from another block gets nothing forged, the genuine event
 // keeps hookgate's headers, and of two routes whose prefixes extend one another
 // (/hooks/line*, /hooks/linear*) only the longer one checks /hooks/linear.
@@ -205,7 +205,7 @@ func TestForgedHookgateTrailersNeverReachTheApp(t *testing.T) {
 // handle_errors is a route list of its own, and some requests reach it before the site's routes
 // (and so the strip route) ran: one basic_auth refused (ordered before hookgate), one Caddy refused
 // itself (a method over 32 bytes, refused even before Caddy drops `_` and `.` header names). An
-// error route that proxies to the app, with the README's request_header lines, hands it nothing
+// error route that proxies to the app, with docs/security.md's request_header lines, hands it nothing
 // forged.
 func TestErrorRoutesThatProxyToTheAppGetNothingForged(t *testing.T) {
 	app := newUpstream(t)

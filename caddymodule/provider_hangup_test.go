@@ -16,7 +16,7 @@ import (
 
 // A provider that hangs up while its accept waits for the ledger's group commit ends the
 // request's context: Badger answers context.Canceled. The ledger is fine, so this must not be
-// counted as busy{reason="ledger_unavailable"} (what the README says to alert on) nor logged
+// counted as busy{reason="ledger_unavailable"} (what docs/operations.md says to alert on) nor logged
 // at ERROR as a ledger failure, once per such request.
 func TestProviderHangingUpIsNotLedgerDown(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)

@@ -12,7 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddytest"
 )
 
-// TestSecretRotationWithNoDowntime follows the README's rotation procedure while a provider keeps
+// TestSecretRotationWithNoDowntime follows the rotation procedure of docs/operations.md while a provider keeps
 // sending: add the new secret beside the old one and reload, let the provider switch to it, then
 // remove the old one and reload. Every event gets a 2xx and reaches the app once; afterwards the
 // old secret is refused.

@@ -19,7 +19,7 @@ var uiPage []byte
 
 // uiPolicy lets the page run only its own inline script and style and talk only to its own
 // origin, and forbids framing it: the admin API admits navigations that carry no Origin (see
-// the README), so a foreign page must not be able to frame it and steer a click on Replay.
+// docs/security.md), so a foreign page must not be able to frame it and steer a click on Replay.
 var uiPolicy = fmt.Sprintf("default-src 'none'; script-src '%s'; style-src '%s'; connect-src 'self'; "+
 	"img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
 	inlineHash(uiPage, "script"), inlineHash(uiPage, "style"))

@@ -14,7 +14,7 @@ func untilSecond(sec int64, margin time.Duration) {
 }
 
 // The delivered version is meant to expire "with the accepted version"
-// (deliveredEntry, README: "in async mode, the delivered version expires with it"), since it is
+// (deliveredEntry, docs/configuration.md: "in async mode, the delivered version expires with it"), since it is
 // never newer. But deliveredEntry copies the accepted version's expiry at the moment of delivery;
 // a later accept of a newer version refreshes the accepted version's TTL and not the delivered
 // one's. So the delivered version expires first, while the entity's accepted version is still
