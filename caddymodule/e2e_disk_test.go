@@ -171,6 +171,7 @@ func fillToTheBrim(t *testing.T, path string) {
 // ledger fills up while the upstream is down, and Caddy must answer 503 rather than die of
 // SIGBUS, keep its other sites up, and come back by itself.
 func TestFullDiskNeverTakesCaddyDown(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	mnt := mountScratchExt4(t, diskImageSize)
 	upPort := freePort(t)

@@ -109,6 +109,7 @@ func TestUIProxyHeadersTheAdminAPISees(t *testing.T) {
 // letter back on the page: the auto-refresh's slow listing (a busy ledger, many routes) is
 // overtaken by the refresh that follows the click, and only the newest is shown.
 func TestDeadLetterPageShowsNoStaleListingAfterAReplay(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	dead := true
 	var hold chan struct{} // while set, the next listing is read at once and answered when it closes
@@ -192,6 +193,7 @@ func TestDeadLetterPageShowsNoStaleListingAfterAReplay(t *testing.T) {
 // table stays bounded at 100 dead letters a route however many there are, and so does the
 // page's memory; the test logs what a refresh costs.
 func TestDeadLetterPageAtScale(t *testing.T) {
+	t.Parallel()
 	const routes, perRoute = 50, 110
 	ledger, err := dedupe.OpenBadger(t.TempDir())
 	if err != nil {
