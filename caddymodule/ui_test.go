@@ -144,7 +144,7 @@ func TestDeadLetterPageShowsNoStaleListingAfterAReplay(t *testing.T) {
 		}
 	}))
 	t.Cleanup(page.Close)
-	browser := newBrowser(t, 45*time.Second)
+	browser := newBrowser(t, 90*time.Second)
 	row := chromedp.CSS(`#dead tr[data-id="evt_stale"]`)
 	if err := chromedp.Do(browser, chromedp.Navigate(page.URL+"/hookgate/ui"), chromedp.WaitVisible(row)); err != nil {
 		t.Fatal(err)
@@ -279,7 +279,7 @@ func TestDeadLetterPageAtScale(t *testing.T) {
 	}))
 	t.Cleanup(page.Close)
 
-	browser := newBrowser(t, 80*time.Second)
+	browser := newBrowser(t, 120*time.Second)
 	if err := chromedp.Do(browser, chromedp.Navigate(page.URL+"/hookgate/ui")); err != nil {
 		t.Fatal(err)
 	}
