@@ -15,6 +15,7 @@ import (
 // started again; every event that got a 2xx reaches the upstream, and the only duplicates are
 // the few that were in flight at the kill.
 func TestAsyncCrashLosesNothingAcknowledged(t *testing.T) {
+	t.Parallel()
 	crashLoad(t, "crash", 5000, 32, 1)
 }
 
@@ -23,6 +24,7 @@ func TestAsyncCrashLosesNothingAcknowledged(t *testing.T) {
 // time. Every acknowledged event reaches the upstream, and the duplicates there are at most the
 // attempts in flight at each kill: workers × kills.
 func TestAsyncRepeatedCrashesLoseNothingAcknowledged(t *testing.T) {
+	t.Parallel()
 	crashLoad(t, "crashes", 20000, 64, 5)
 }
 

@@ -171,6 +171,7 @@ func fillToTheBrim(t *testing.T, path string) {
 // ledger fills up while the upstream is down, and Caddy must answer 503 rather than die of
 // SIGBUS, keep its other sites up, and come back by itself.
 func TestFullDiskNeverTakesCaddyDown(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	mnt := mountScratchExt4(t, diskImageSize)
 	upPort := freePort(t)
@@ -263,7 +264,7 @@ func TestFullDiskNeverTakesCaddyDown(t *testing.T) {
 	up.Listener.Close()
 	up.Listener = l
 	up.Start()
-	waitFor(t, "every acknowledged event at the upstream", 60*time.Second, func() bool {
+	waitFor(t, "every acknowledged event at the upstream", 120*time.Second, func() bool {
 		for _, id := range acked {
 			if up.count(id) == 0 {
 				return false
@@ -307,11 +308,11 @@ func TestFullDiskNeverTakesCaddyDown(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the event accepted once space is freed", 10*time.Second, func() bool {
+	waitFor(t, "the event accepted once space is freed", 30*time.Second, func() bool {
 		got, err := trySendTo(client, url, full)
 		return err == nil && got.status == http.StatusAccepted
 	})
-	waitFor(t, "that event delivered", 10*time.Second, func() bool { return up.count(full.id) > 0 })
+	waitFor(t, "that event delivered", 30*time.Second, func() bool { return up.count(full.id) > 0 })
 	t.Logf("full-disk restart: 503 while full, accepted and delivered once freed; whole test %v", time.Since(start).Round(time.Millisecond))
 }
 

@@ -23,6 +23,7 @@ import (
 // last 64 KiB. Caddy's peak RSS stays under 256 MiB, a genuine event sent meanwhile is answered
 // 200 or 503 (never left hanging), and once the senders are gone genuine events pass again.
 func TestSlowSendersCannotExhaustMemory(t *testing.T) {
+	t.Parallel()
 	forged, err := verify.Sign(mustPresetConfig(t, "standard"), testSecret, "evt_forged", time.Now(), []byte("another body"))
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +49,7 @@ func TestSlowSendersCannotExhaustMemory(t *testing.T) {
 // decoded and sorted): each body is verified, and what verifying it allocates besides the body
 // counts in the budget too. Caddy's peak RSS stays under 256 MiB.
 func TestSlowSendersOfForgedBodiesToVerifyCannotExhaustMemory(t *testing.T) {
+	t.Parallel()
 	config := filepath.Join(t.TempDir(), "Caddyfile")
 	caddyfile := `{
 	admin {$HOOKGATE_ADMIN:localhost:2019}

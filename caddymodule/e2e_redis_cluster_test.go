@@ -20,6 +20,7 @@ var (
 // TestTwoNodesOnRedisClusterForwardAnEventSentToBothOnce is the both-at-once test against a
 // 3-master Redis Cluster: every event delivered (or forwarded) once, whichever shard its route is on.
 func TestTwoNodesOnRedisClusterForwardAnEventSentToBothOnce(t *testing.T) {
+	t.Parallel()
 	c := durableCluster(t)
 	sentToBothAtOnce(t, redisStorage(true, c.Addrs()...), clusterAsyncRoutes, clusterSyncRoutes, 400, 200)
 	everyShardUsed(t, c)
@@ -28,6 +29,7 @@ func TestTwoNodesOnRedisClusterForwardAnEventSentToBothOnce(t *testing.T) {
 // TestTwoNodesOnRedisClusterSurvivorDeliversWhatTheKilledNodeAcknowledged is the kill test
 // against a 3-master Redis Cluster: the survivor takes over the dead node's leases on every shard.
 func TestTwoNodesOnRedisClusterSurvivorDeliversWhatTheKilledNodeAcknowledged(t *testing.T) {
+	t.Parallel()
 	c := durableCluster(t)
 	takeover(t, redisStorage(true, c.Addrs()...), clusterAsyncRoutes, 2000)
 	everyShardUsed(t, c)

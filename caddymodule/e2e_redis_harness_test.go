@@ -48,13 +48,16 @@ func durableRedis(t *testing.T) *redistest.Server {
 }
 
 // redisStorage is the storage line that makes every node share the ledger at addrs: one server,
-// or the seed nodes of a cluster.
+// or the seed nodes of a cluster. Its read timeout is twice the default: these tests run beside
+// others on a loaded machine, where an fsync of the append-only file can hold Redis's reply past
+// the default 2s, and what they prove is what is acknowledged and delivered, not how fast Redis
+// answers (a request's deadline, about 2 × read_timeout, stays under the client's 10s).
 func redisStorage(cluster bool, addrs ...string) string {
 	urls := make([]string, len(addrs))
 	for i, a := range addrs {
 		urls[i] = "redis://" + a
 	}
-	block := "prefix hgtest"
+	block := "prefix hgtest\n\t\t\tread_timeout 4s"
 	if cluster {
 		block += "\n\t\t\tcluster"
 	}

@@ -14,6 +14,7 @@ import (
 // and the events it had leased are taken over once their lease lapses (the forward timeout plus
 // 30s). The only duplicates are the attempts the dead node had in flight.
 func TestTwoNodesOnRedisSurvivorDeliversWhatTheKilledNodeAcknowledged(t *testing.T) {
+	t.Parallel()
 	rd := durableRedis(t)
 	takeover(t, redisStorage(false, rd.Addr), []string{"async"}, 3000)
 }
@@ -71,6 +72,7 @@ func takeover(t *testing.T, storage string, routes []string, total int) {
 // Retry-After, never a 2xx; both nodes keep running, and once it is back every acknowledged event
 // reaches the app without anyone restarting the nodes.
 func TestTwoNodesOnRedisRestartAnswer503WhileDownThenDeliverEverything(t *testing.T) {
+	t.Parallel()
 	const total, downFor = 2000, 3 * time.Second
 	rd := durableRedis(t)
 	sink := newDeliverySink(t, 20*time.Millisecond)

@@ -15,6 +15,7 @@ import (
 // same moment, as a provider's retry landing on the other node would: one node takes it, the other
 // answers that it is a duplicate (or, in sync mode, in flight), and the app sees it once.
 func TestTwoNodesOnRedisForwardAnEventSentToBothOnce(t *testing.T) {
+	t.Parallel()
 	rd := durableRedis(t)
 	sentToBothAtOnce(t, redisStorage(false, rd.Addr), []string{"async"}, []string{"sync"}, 400, 200)
 }
@@ -124,6 +125,7 @@ func pairOf(got [2]string) string {
 // reaches the app; and under versions sent to both nodes at once in random order, the app never
 // sees an older version after a newer one.
 func TestTwoNodesOnRedisDropStaleVersions(t *testing.T) {
+	t.Parallel()
 	rd := durableRedis(t)
 	sink := newDeliverySink(t, 0)
 	nodes := twoNodes(t, redisStorage(false, rd.Addr), sink, nodeRoute{"async", true}, nodeRoute{"sync", false})

@@ -16,7 +16,7 @@ import (
 
 // The resign proof (issue 13), with the built binary. Legacy apps that check the provider's
 // signature themselves, with the provider's 5-minute window, sit behind async routes. An event
-// signed 250 s ago is accepted while its app is down, and the app stays down past the rest of
+// signed 295 s ago is accepted while its app is down, and the app stays down past the rest of
 // that window. When it comes back: without `resign` the app refuses the original signature as
 // too old (401) and the event becomes a dead letter; with `resign` hookgate signs it afresh and
 // the app's unchanged check passes. The same for the task-callback app (checked by hand), for
@@ -29,7 +29,7 @@ const (
 	resignStripeSecret   = "whsec_e2e_stripe_resign_secret"
 	resignOldSecret      = "whsec_cHJldmlvdXMgc3RhbmRhcmQgc2VjcmV0LCAzMiBiISE=" // a standard secret being rotated out
 	resignGatewaySecret  = "whsec_aG9va2dhdGUgZTJlIGdhdGV3YXkgc2VjcmV0IDMyYiE="
-	resignSignedAgo      = 250 * time.Second // the event's age when hookgate accepts it
+	resignSignedAgo      = 295 * time.Second // the event's age when hookgate accepts it, just inside the window
 	resignProviderWindow = 300 * time.Second // the apps' (and the providers' libraries') window
 	resignOutageMargin   = 5 * time.Second   // the apps stay down this much past the window
 )
@@ -180,6 +180,7 @@ func (g *binaryGateway) event(t *testing.T, route, id string) adminEvent {
 }
 
 func TestE2EResignAfterOutage(t *testing.T) {
+	t.Parallel()
 	caddyfile := filepath.Join(t.TempDir(), "Caddyfile")
 	g := newBinaryGateway(t, caddyfile)
 	tasks := startTaskApp(t, resignTaskSecret)
@@ -201,20 +202,23 @@ func TestE2EResignAfterOutage(t *testing.T) {
 	)
 	g.start(t)
 
-	// The provider signed every event 250 s ago; hookgate accepts each while the apps are down.
-	signedAt := time.Now().Add(-resignSignedAgo)
+	// The provider signed each event 295 s before it is sent; hookgate accepts each while the
+	// apps are down.
+	var signedAt time.Time
 	client := &http.Client{Timeout: 10 * time.Second}
 	for _, c := range resignCases {
+		signedAt = time.Now().Add(-resignSignedAgo)
 		id, body, header := c.signed(t, signedAt)
 		ev := &event{id: id, body: body, headers: header}
 		got, err := trySendTo(client, fmt.Sprintf("http://localhost:%d/hooks/%s", g.port, c.name), ev)
 		if err != nil {
 			t.Fatalf("%s: sending: %v", c.name, err)
 		}
-		expectReply(t, c.name+": accepted 250 s after signing", got, http.StatusAccepted, id)
+		expectReply(t, c.name+": accepted 295 s after signing", got, http.StatusAccepted, id)
 	}
 
-	// One outage for every route, until the original signatures are past the apps' window.
+	// One outage for every route, until the original signatures (the last one signed included)
+	// are past the apps' window.
 	upAt := signedAt.Add(resignProviderWindow + resignOutageMargin)
 	t.Logf("events accepted; the apps stay down for %v", time.Until(upAt).Round(time.Second))
 	time.Sleep(time.Until(upAt))

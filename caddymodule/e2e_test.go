@@ -102,6 +102,7 @@ func (g *binaryGateway) signedRequest(t *testing.T, id string) *http.Request {
 }
 
 func TestEndToEndWithBuiltBinary(t *testing.T) {
+	t.Parallel()
 	g := newBinaryGateway(t, "Caddyfile")
 	g.start(t)
 

@@ -21,6 +21,9 @@ import (
 
 // The integration tests share caddytest's one in-process Caddy (admin localhost:2999), so none of
 // them runs in parallel. Each test uses its own route name, so their ledger keys never meet.
+// Tests that share nothing with it or with each other (their own Caddy processes, Redis servers,
+// ports, directories and browser; no t.Setenv, no process-wide counts such as goroutines) call
+// t.Parallel: go test runs them after the others, `-parallel` at a time.
 
 const (
 	testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

@@ -76,6 +76,7 @@ func fullRedis(t *testing.T) (*pooledLedger, *observer.ObservedLogs, func(id str
 // so the store must not log that Redis "has room again" and then that it is full again, two
 // lines per refused event, the very churn errRedisFull was to end.
 func TestFullRedisNotReportedRoomyByReads(t *testing.T) {
+	t.Parallel()
 	pool, logs, accept := fullRedis(t)
 	ctx := context.Background()
 	for second := 0; second <= int(fullQuiet/time.Second)+1; second++ {

@@ -221,6 +221,7 @@ func TestRedisPersistenceCheckedAgainAfterReconnect(t *testing.T) {
 // it, while another route's requests, served by their shard, neither report an outage nor its
 // end each time they succeed.
 func TestRedisClusterSlotRefusalIsItsRoutesOutageOnly(t *testing.T) {
+	t.Parallel()
 	c, err := redistest.StartCluster(filepath.Join(t.TempDir(), "cluster"), 3, redistest.Durable...)
 	if err != nil {
 		t.Fatal(err)

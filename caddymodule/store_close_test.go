@@ -23,6 +23,7 @@ import (
 // SIGSEGV of the whole process, not an error. The scenario runs in a child process so that the
 // crash fails this test instead of killing the test binary.
 func TestStoreClosedUnderAScanDoesNotCrash(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("HOOKGATE_CLOSE_CHILD") == "1" {
 		closeUnderStrandedScan(t)
 		return

@@ -20,6 +20,8 @@ import (
 const chromiumPath = "/usr/bin/chromium"
 
 // newBrowser starts headless chromium for the test, bounded by within; it is stopped at cleanup.
+// within bounds a hang, not speed: it covers chromium's start, which has taken 40 s on a loaded
+// machine, and every step after it.
 func newBrowser(t *testing.T, within time.Duration) context.Context {
 	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
@@ -147,7 +149,7 @@ func TestDeadLetterPageInBrowser(t *testing.T) {
 	cfg := gatewayConfig("uipage", unusedUpstream, asyncRoute(up.Listener.Addr().String(), "max_attempts 1"))
 	tester := caddytest.NewTester(t)
 	tester.InitServer(cfg, "caddyfile")
-	browser := newBrowser(t, 45*time.Second)
+	browser := newBrowser(t, 90*time.Second)
 
 	for _, id := range []string{"evt_ui_1", "evt_ui_2"} {
 		expectReply(t, "accepted", send(t, tester.Client, newEvent(t, id, "obj_"+id, 1)), http.StatusAccepted, "")
@@ -305,7 +307,7 @@ func TestDeadLetterPageInBrowser(t *testing.T) {
 // room (max_pending 4) on every replay from the oldest.
 func TestDeadLetterPageReplayAllGoesOnWhereItStopped(t *testing.T) {
 	up, behind, drained := slowHeadDeadLetters(t, "uinext")
-	browser := newBrowser(t, 60*time.Second)
+	browser := newBrowser(t, 90*time.Second)
 	replayAll := func(action string) chromedp.CSS {
 		return chromedp.CSS(`#routes tr[data-route="uinext"] button[data-action="` + action + `"]`)
 	}

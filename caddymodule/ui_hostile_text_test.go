@@ -59,7 +59,7 @@ func TestDeadLetterPageShowsHostileTextAsText(t *testing.T) {
 	cfg := gatewayConfig("uihostile", unusedUpstream, asyncRoute(up.Listener.Addr().String(), "max_attempts 1"))
 	tester := caddytest.NewTester(t)
 	tester.InitServer(cfg, "caddyfile")
-	browser := newBrowser(t, 45*time.Second)
+	browser := newBrowser(t, 90*time.Second)
 
 	hostileID := `evt"><svg/onload=document.title='pwned'>`
 	urlID := "https://sender.example//events/1"

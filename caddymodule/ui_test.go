@@ -110,6 +110,7 @@ func TestUIProxyHeadersTheAdminAPISees(t *testing.T) {
 // letter back on the page: the auto-refresh's slow listing (a busy ledger, many routes) is
 // overtaken by the refresh that follows the click, and only the newest is shown.
 func TestDeadLetterPageShowsNoStaleListingAfterAReplay(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	dead := true
 	var hold chan struct{} // while set, the next listing is read at once and answered when it closes
@@ -144,7 +145,7 @@ func TestDeadLetterPageShowsNoStaleListingAfterAReplay(t *testing.T) {
 		}
 	}))
 	t.Cleanup(page.Close)
-	browser := newBrowser(t, 45*time.Second)
+	browser := newBrowser(t, 90*time.Second)
 	row := chromedp.CSS(`#dead tr[data-id="evt_stale"]`)
 	if err := chromedp.Do(browser, chromedp.Navigate(page.URL+"/hookgate/ui"), chromedp.WaitVisible(row)); err != nil {
 		t.Fatal(err)
@@ -193,6 +194,7 @@ func TestDeadLetterPageShowsNoStaleListingAfterAReplay(t *testing.T) {
 // table stays bounded at 100 dead letters a route however many there are, and so does the
 // page's memory; the test logs what a refresh costs.
 func TestDeadLetterPageAtScale(t *testing.T) {
+	t.Parallel()
 	const routes, perRoute = 50, 110
 	ledger, err := badgerstore.Open(t.TempDir())
 	if err != nil {
@@ -278,7 +280,7 @@ func TestDeadLetterPageAtScale(t *testing.T) {
 	}))
 	t.Cleanup(page.Close)
 
-	browser := newBrowser(t, 80*time.Second)
+	browser := newBrowser(t, 120*time.Second)
 	if err := chromedp.Do(browser, chromedp.Navigate(page.URL+"/hookgate/ui")); err != nil {
 		t.Fatal(err)
 	}
