@@ -64,21 +64,23 @@ run_tests() {
 		mv "$work/status.tmp" "$work/build.status") &
 	build_pid=$!
 	# -race here too, so vet reuses the packages the race-enabled tests compile.
-	go vet -race ./... || { wait "$build_pid"; exit 1; }
+	go vet -race ./... || { echo "go vet failed; waiting for the caddy build to end" >&2; wait "$build_pid"; exit 1; }
 	log="$work/test.log"
 	HOOKGATE_CADDY_BIN="$PWD/caddy" HOOKGATE_CADDY_BUILD_STATUS="$work/build.status" \
 		go test -count=1 -race -v -timeout 30m ./... 2>&1 | tee "$log" | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' || true
 	wait "$build_pid"
-	if [ "$(cat "$work/build.status")" != ok ]; then
-		cat "$work/build.log" >&2
-		echo "the caddy build failed" >&2
-		exit 1
-	fi
+	failed=
 	if grep -qE '^(--- FAIL|FAIL|panic:)' "$log"; then
 		grep -E -B2 -A30 '^(--- FAIL|panic:)' "$log" | head -200 >&2
 		echo "tests failed (full log: $log)" >&2
-		exit 1
+		failed=1
 	fi
+	if [ "$(cat "$work/build.status")" != ok ]; then
+		cat "$work/build.log" >&2
+		echo "the caddy build failed" >&2
+		failed=1
+	fi
+	[ -z "$failed" ] || exit 1
 	# A skipped integration test proves nothing (caddytest skips when its server does not come up).
 	if grep -qE -- '--- SKIP' "$log"; then
 		grep -E -A3 -- '--- SKIP' "$log" >&2
