@@ -27,12 +27,14 @@ func backend(newClient func() redis.UniversalClient) ledgertest.Backend {
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	ledgertest.Run(t, backend(func() redis.UniversalClient {
 		return redis.NewClient(&redis.Options{Addr: server.Addr})
 	}))
 }
 
 func TestConformanceOnACluster(t *testing.T) {
+	t.Parallel()
 	cluster, err := redistest.StartCluster(filepath.Join(t.TempDir(), "cluster"), 3, redistest.Durable...)
 	if err != nil {
 		t.Fatal(err)

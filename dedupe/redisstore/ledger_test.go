@@ -18,6 +18,7 @@ func claimOutcome(t *testing.T, s *Store, c dedupe.Claim) dedupe.Outcome {
 }
 
 func TestClaimOutcomesAcrossNodes(t *testing.T) {
+	t.Parallel()
 	a, b := twoNodes(t)
 	c := claim("evt_1")
 	expect(t, "first claim", claimOutcome(t, a, c), dedupe.Claimed)
@@ -37,6 +38,7 @@ func TestClaimOutcomesAcrossNodes(t *testing.T) {
 }
 
 func TestClaimDigestIsDeduplicatedAlongsideTheID(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	c := claim("evt_1")
 	c.Digest = "sha256:abc"
@@ -50,6 +52,7 @@ func TestClaimDigestIsDeduplicatedAlongsideTheID(t *testing.T) {
 	expect(t, "same bytes under a fresh ID once done", claimOutcome(t, s, fresh), dedupe.Duplicate)
 }
 
+// Not parallel: the second claim must come within the 50 ms lease, which a loaded machine can miss.
 func TestClaimLeaseLapses(t *testing.T) {
 	s := newStore(t)
 	c := claim("evt_1")
@@ -60,6 +63,7 @@ func TestClaimLeaseLapses(t *testing.T) {
 	expect(t, "claim after the lease lapsed", claimOutcome(t, s, c), dedupe.Claimed)
 }
 
+// Not parallel: the second claim must come within the 50 ms dedupe window.
 func TestDoneExpiresAfterTTL(t *testing.T) {
 	s := newStore(t)
 	c := claim("evt_1")
@@ -73,6 +77,7 @@ func TestDoneExpiresAfterTTL(t *testing.T) {
 }
 
 func TestClaimStaleVersionsExactlyAtNanoseconds(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	// Versions as RFC 3339 times are Unix nanoseconds, beyond what a double tells apart.
 	v := time.Date(2030, 1, 2, 3, 4, 5, 123456789, time.UTC).UnixNano()
@@ -98,6 +103,7 @@ func TestClaimStaleVersionsExactlyAtNanoseconds(t *testing.T) {
 	expect(t, "-4 after -5", claimOutcome(t, s, versioned("evt_10", "neg", -4)), dedupe.Claimed)
 }
 
+// Not parallel: the older claim must come within the 100 ms version TTL.
 func TestVersionExpiresVersionTTLAfterItLastAdvanced(t *testing.T) {
 	s := newStore(t)
 	c := versioned("evt_1", "cus_1", 5)
@@ -112,6 +118,7 @@ func TestVersionExpiresVersionTTLAfterItLastAdvanced(t *testing.T) {
 }
 
 func TestClaimIsAtomicAcrossNodes(t *testing.T) {
+	t.Parallel()
 	a, b := twoNodes(t)
 	var mu sync.Mutex
 	counts := map[dedupe.Outcome]int{}
@@ -139,6 +146,7 @@ func TestClaimIsAtomicAcrossNodes(t *testing.T) {
 }
 
 func TestClaimRefusesBadInput(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	if _, err := s.Claim(ctx, dedupe.Claim{Namespace: ns, ID: "x"}); err == nil {
 		t.Fatal("Claim without a lease: no error")

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -21,6 +22,14 @@ import (
 var server *redistest.Server
 
 func TestMain(m *testing.M) {
+	// The tests wait on Redis, on TTLs and on servers starting far more than they compute: run up
+	// to 8 parallel tests at once rather than GOMAXPROCS, unless -test.parallel says how many.
+	flag.Parse()
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		flag.Set("test.parallel", "8")
+	}
 	dir, err := os.MkdirTemp("", "redisstore-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
