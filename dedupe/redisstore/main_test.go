@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/paralleltest"
 	"github.com/hookgate/hookgate/internal/redistest"
 )
 
@@ -22,14 +22,8 @@ import (
 var server *redistest.Server
 
 func TestMain(m *testing.M) {
-	// The tests wait on Redis, on TTLs and on servers starting far more than they compute: run up
-	// to 8 parallel tests at once rather than GOMAXPROCS, unless -test.parallel says how many.
-	flag.Parse()
-	parallelSet := false
-	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
-	if !parallelSet {
-		flag.Set("test.parallel", "8")
-	}
+	// The tests wait on Redis, on TTLs and on servers starting far more than they compute.
+	paralleltest.Default(8)
 	dir, err := os.MkdirTemp("", "redisstore-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
