@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -257,7 +258,44 @@ func (c *Cluster) Stop() {
 	}
 }
 
+// handedOut are the ports freePort and freeClusterPort gave out (cluster bus ports included):
+// tests that start servers in parallel must not get one port twice in the moment before its
+// server binds it.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// handOut marks ports given out; false if one of them was already.
+func handOut(ports ...int) bool {
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for _, p := range ports {
+		if handedOut.ports[p] {
+			return false
+		}
+	}
+	for _, p := range ports {
+		handedOut.ports[p] = true
+	}
+	return true
+}
+
 func freePort() (int, error) {
+	for range 100 {
+		port, err := unusedPort()
+		if err != nil {
+			return 0, err
+		}
+		if handOut(port) {
+			return port, nil
+		}
+	}
+	return 0, errors.New("no free port not given out already")
+}
+
+// unusedPort is a port no socket on 127.0.0.1 uses now.
+func unusedPort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("finding a free port: %w", err)
@@ -269,7 +307,7 @@ func freePort() (int, error) {
 // freeClusterPort is a free port whose cluster bus port (+10000) is free too.
 func freeClusterPort() (int, error) {
 	for range 100 {
-		port, err := freePort()
+		port, err := unusedPort()
 		if err != nil {
 			return 0, err
 		}
@@ -281,7 +319,9 @@ func freeClusterPort() (int, error) {
 			continue
 		}
 		bus.Close()
-		return port, nil
+		if handOut(port, port+10000) {
+			return port, nil
+		}
 	}
 	return 0, errors.New("no free port pair for a cluster node")
 }
