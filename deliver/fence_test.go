@@ -16,6 +16,7 @@ import (
 // answers, that another worker took the event over and recorded its outcome: its own is dropped
 // with a warning (not an error: nothing is wrong with the outbox), and the newer outcome stands.
 func TestWorkerWhoseLeaseLapsedDropsItsOutcome(t *testing.T) {
+	t.Parallel()
 	out := newFakeOutbox()
 	up, release := newBlockingUpstream(t)
 	core, logs := observer.New(zap.InfoLevel)

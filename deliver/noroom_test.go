@@ -12,6 +12,7 @@ import (
 // body again: dedupe.ErrNoRoom). The event must not be lost or left leased: it stays pending,
 // due again a minute later, with the reason it would have died for, and dies once there is room.
 func TestDeadLetteringWithoutRoomKeepsTheEventPending(t *testing.T) {
+	t.Parallel()
 	out := newFakeOutbox()
 	out.noRoom = true
 	up := newUpstream(t, func(_ int, w http.ResponseWriter, _ *http.Request) {

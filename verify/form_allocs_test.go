@@ -7,6 +7,9 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -66,12 +69,14 @@ func TestTwilioSignedDigestCoversTheSortedForm(t *testing.T) {
 
 // countAllocationsWithoutRace runs the calling test again in a build without the race
 // detector, whose sync.Pool drops a quarter of what is put back, so allocations are counted
-// as they are in production.
+// as they are in production. The calling test becomes a parallel one: it waits on a build and a
+// process, not on the CPU.
 func countAllocationsWithoutRace(t *testing.T) {
 	t.Helper()
 	if os.Getenv(rerunWithoutRace) != "" {
 		t.Fatal("the re-run without the race detector is itself a race build: it would re-run itself without end")
 	}
+	t.Parallel()
 	if err := runWithoutRace(t.Name()); err != nil {
 		t.Fatal(err)
 	}
@@ -81,11 +86,44 @@ func countAllocationsWithoutRace(t *testing.T) {
 // detector fails instead of re-running itself.
 const rerunWithoutRace = "HOOKGATE_RERUN_WITHOUT_RACE"
 
-// runWithoutRace runs the test named name in this package, built without the race detector.
+// noRaceBuild is this package's test binary built without the race detector in one environment.
+type noRaceBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+var (
+	noRaceDir    string   // made by TestMain, removed after the tests
+	noRaceBuilds sync.Map // the extra environment, joined by NUL → *noRaceBuild
+)
+
+// runWithoutRace runs the test named name in this package, built without the race detector;
+// the tests that re-run in one environment share one build.
 func runWithoutRace(name string, env ...string) error {
-	// -race=false on the command line overrides a -race in GOFLAGS; -v shows that the test ran.
-	cmd := exec.Command("go", "test", "-race=false", "-count=1", "-v", "-run", "^"+name+"$", ".")
-	cmd.Env = append(append(os.Environ(), rerunWithoutRace+"=1"), env...)
+	env = append([]string{rerunWithoutRace + "=1"}, env...)
+	b, _ := noRaceBuilds.LoadOrStore(strings.Join(env, "\x00"), &noRaceBuild{})
+	build := b.(*noRaceBuild)
+	build.once.Do(func() {
+		dir, err := os.MkdirTemp(noRaceDir, "norace-")
+		if err != nil {
+			build.err = fmt.Errorf("building without the race detector: %w", err)
+			return
+		}
+		build.path = filepath.Join(dir, "verify.test")
+		// -race=false on the command line overrides a -race in GOFLAGS.
+		cmd := exec.Command("go", "test", "-c", "-race=false", "-o", build.path, ".")
+		cmd.Env = append(os.Environ(), env...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			build.err = fmt.Errorf("building without the race detector: %v\n%s", err, out)
+		}
+	})
+	if build.err != nil {
+		return build.err
+	}
+	// -test.v shows that the test ran.
+	cmd := exec.Command(build.path, "-test.count=1", "-test.v", "-test.run", "^"+name+"$")
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%s without the race detector: %v\n%s", name, err, out)
@@ -98,6 +136,7 @@ func runWithoutRace(name string, env ...string) error {
 
 // The re-run counts allocations or fails: a name that matches no test is not a pass.
 func TestRunWithoutRaceFailsWhenNoTestRuns(t *testing.T) {
+	t.Parallel()
 	if err := runWithoutRace("TestNoSuchTest"); err == nil {
 		t.Fatal("a re-run of a test that does not exist passed: a renamed allocation test would pass unseen")
 	}
@@ -106,6 +145,7 @@ func TestRunWithoutRaceFailsWhenNoTestRuns(t *testing.T) {
 // GOFLAGS=-race, the usual way to race a whole run, does not make the re-run a race build,
 // which would re-run itself again without end.
 func TestRunWithoutRaceIgnoresGOFLAGSRace(t *testing.T) {
+	t.Parallel()
 	if err := runWithoutRace("TestTwilioVerificationAllocatesNothing", "GOFLAGS=-race"); err != nil {
 		t.Fatal(err)
 	}

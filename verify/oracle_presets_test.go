@@ -78,6 +78,7 @@ func presetCases(t *testing.T) []presetCase {
 // what it produces; and hookgate refuses either request with one character of the body, the
 // signed timestamp or the signed event ID changed.
 func TestPresetsAgainstProviderLibraries(t *testing.T) {
+	useOracle(t)
 	for _, pc := range presetCases(t) {
 		t.Run(pc.preset+"/"+pc.contentType, func(t *testing.T) {
 			c := mustPreset(t, pc.preset)

@@ -19,8 +19,9 @@ import (
 
 // The oracle is one node process (testdata/oracle/oracle.mjs) that answers sign and verify
 // requests with each provider's own published npm library, so presets are checked against the
-// provider's code rather than against our reading of its docs. It is started on first use (that
-// loads every library, ~8 s) and stopped by TestMain.
+// provider's code rather than against our reading of its docs. The first test that uses it
+// starts it in the background (that loads every library, ~8 s, in which the package's other
+// tests run); TestMain stops it.
 
 const oracleDir = "testdata/oracle"
 
@@ -112,8 +113,27 @@ func startOracle() (*oracleProcess, error) {
 	return p, nil
 }
 
-// stopOracle ends the node process if a test started it.
+// useOracle starts the oracle in the background unless it is started, and makes t a parallel
+// test: it waits for node to load every library, which the package's other tests need not do.
+// Every test that asks the oracle calls it first.
+func useOracle(t *testing.T) {
+	go oracleReady()
+	t.Parallel()
+}
+
+// oracleReady starts the oracle on its first call and returns once it answers (or failed to start).
+func oracleReady() (*oracleProcess, error) {
+	oracleOnce.Do(func() {
+		began := time.Now()
+		oracleProc, oracleStartEr = startOracle()
+		oracleStartup = time.Since(began)
+	})
+	return oracleProc, oracleStartEr
+}
+
+// stopOracle ends the node process if a test started it, once it has started.
 func stopOracle() {
+	oracleOnce.Do(func() {}) // waits for a start under way; else none will begin
 	if oracleProc != nil {
 		stopOracleProcess(oracleProc)
 	}
@@ -191,15 +211,11 @@ func encodeOracleRequest(req oracleRequest) ([]byte, error) {
 
 func askOracle(t testing.TB, req oracleRequest) oracleResponse {
 	t.Helper()
-	oracleOnce.Do(func() {
-		began := time.Now()
-		oracleProc, oracleStartEr = startOracle()
-		oracleStartup = time.Since(began)
-	})
-	if oracleStartEr != nil {
-		t.Fatal(oracleStartEr)
+	p, err := oracleReady()
+	if err != nil {
+		t.Fatal(err)
 	}
-	resp, err := oracleProc.ask(req, oracleTimeout)
+	resp, err := p.ask(req, oracleTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -127,6 +127,7 @@ func headersEqual(a, b http.Header) bool {
 // library (its freshness window included) for every preset the oracle knows that resign
 // refreshes; the original, an hour old, is refused by the libraries that check the time.
 func TestResignedRequestsPassProviderLibraries(t *testing.T) {
+	useOracle(t)
 	for _, pc := range presetCases(t) {
 		c := mustPreset(t, pc.preset)
 		r, err := NewResigner(c, pc.signingKey)

@@ -21,6 +21,7 @@ import (
 // and restarted: every Accept answered Claimed (the handler's 2xx) must be in Redis afterwards,
 // holding its own body; every Accept answered Duplicate must be too (its only Accept).
 func TestAcceptBurstAcrossKillKeepsEveryClaimedEvent(t *testing.T) {
+	t.Parallel()
 	srv, err := redistest.Start(filepath.Join(t.TempDir(), "redis"), redistest.Durable...)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 )
 
 func TestAcceptOutcomes(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	expect(t, "first accept", accept(t, s, claim("a"), base), dedupe.Claimed)
 	expect(t, "accept again", accept(t, s, claim("a"), base), dedupe.Duplicate)
@@ -37,6 +38,7 @@ func TestAcceptOutcomes(t *testing.T) {
 }
 
 func TestAcceptDigest(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	c := claim("evt_1")
 	c.Digest = "sha256:abc"
@@ -47,6 +49,7 @@ func TestAcceptDigest(t *testing.T) {
 }
 
 func TestAcceptFullAtMaxPending(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	bounded := func(id string) dedupe.Claim {
 		c := claim(id)
@@ -72,6 +75,7 @@ func TestAcceptFullAtMaxPending(t *testing.T) {
 }
 
 func TestAcceptIsAtomicAcrossNodes(t *testing.T) {
+	t.Parallel()
 	a, b := twoNodes(t)
 	var mu sync.Mutex
 	counts := map[dedupe.Outcome]int{}
@@ -102,6 +106,7 @@ func TestAcceptIsAtomicAcrossNodes(t *testing.T) {
 }
 
 func TestMaxPendingIsExactUnderConcurrency(t *testing.T) {
+	t.Parallel()
 	a, b := twoNodes(t)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -132,6 +137,7 @@ func TestMaxPendingIsExactUnderConcurrency(t *testing.T) {
 }
 
 func TestAcceptTooLarge(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	ev := queued("big", base)
 	ev.Header.Set("Stripe-Signature", "v1=SECRET")
@@ -155,6 +161,7 @@ func TestAcceptTooLarge(t *testing.T) {
 }
 
 func TestAcceptRefusesBadInput(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	other := queued("x", base)
 	other.Namespace = "other"

@@ -21,6 +21,7 @@ import (
 // namespace's slot migrates key by key to another master: every Accept answered Claimed must be
 // stored whole (Get finds it with its body), each namespace's keys on the master owning its slot.
 func TestClusterAutoPipelineRoutesEachNamespace(t *testing.T) {
+	t.Parallel()
 	c, err := redistest.StartCluster(filepath.Join(t.TempDir(), "cluster"), 3, redistest.Durable...)
 	if err != nil {
 		t.Fatal(err)

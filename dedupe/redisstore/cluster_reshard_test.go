@@ -19,6 +19,7 @@ import (
 // script that sees part of the namespace's keys (the queue moved, the event's hash not yet)
 // must fail rather than act on the half it sees.
 func TestReshardKeepsQueuedEvents(t *testing.T) {
+	t.Parallel()
 	c, err := redistest.StartCluster(filepath.Join(t.TempDir(), "cluster"), 3, redistest.Durable...)
 	if err != nil {
 		t.Fatal(err)

@@ -26,6 +26,8 @@ func backend(newClient func() redis.UniversalClient) ledgertest.Backend {
 	}
 }
 
+// The conformance suites are not parallel tests: some of their checks must land within a
+// fraction of a second of a TTL, so they run before the package's parallel tests load the machine.
 func TestConformance(t *testing.T) {
 	ledgertest.Run(t, backend(func() redis.UniversalClient {
 		return redis.NewClient(&redis.Options{Addr: server.Addr})

@@ -21,6 +21,7 @@ func acceptAt(t *testing.T, s *Store, id, entity string, v int64, due time.Time)
 }
 
 func TestOneEntityOnOneNodeAtATime(t *testing.T) {
+	t.Parallel()
 	a, b := twoNodes(t)
 	acceptAt(t, a, "x1", "cus_x", 1, base)
 	acceptAt(t, a, "x2", "cus_x", 2, base.Add(time.Second))
@@ -52,6 +53,7 @@ func TestOneEntityOnOneNodeAtATime(t *testing.T) {
 // sends the newest and supersedes or postpones the others); no other node gets any of the
 // entity's events until every one of them is updated.
 func TestABatchHoldsItsEntityUntilEveryEventIsUpdated(t *testing.T) {
+	t.Parallel()
 	a, b := twoNodes(t)
 	acceptAt(t, a, "x1", "cus_x", 1, base)
 	acceptAt(t, a, "x2", "cus_x", 2, base.Add(time.Second))
@@ -78,6 +80,7 @@ func TestABatchHoldsItsEntityUntilEveryEventIsUpdated(t *testing.T) {
 }
 
 func TestEntityFreedByAnyUpdateOfItsHolder(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	acceptAt(t, s, "x1", "cus_x", 1, base)
 	acceptAt(t, s, "x2", "cus_x", 2, base)
@@ -98,6 +101,7 @@ func TestEntityFreedByAnyUpdateOfItsHolder(t *testing.T) {
 }
 
 func TestEntityFreedWhenItsHolderLapses(t *testing.T) {
+	t.Parallel()
 	a, b := twoNodes(t)
 	acceptAt(t, a, "x1", "cus_x", 1, base)
 	acceptAt(t, a, "x2", "cus_x", 2, base.Add(time.Second))
@@ -116,6 +120,7 @@ func TestEntityFreedWhenItsHolderLapses(t *testing.T) {
 // Events waiting for their entity cost a Lease nothing: thousands of one entity's events due
 // first do not keep another entity's event from going out.
 func TestWaitingEventsDoNotStarveOthers(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	tag, _ := s.tag(ns)
 	if err := acceptScript.Load(ctx, s.client).Err(); err != nil { // a pipeline cannot fall back to EVAL

@@ -1,10 +1,12 @@
 package redisstore
 
 import (
+	"fmt"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,32 +22,57 @@ func volumeCount() int {
 }
 
 // deliverAll accepts n events (each its own entity, versions kept for vttl, dedupe records for
-// ttl), leases them and records them delivered with keep, as the deliverer would.
+// ttl), leases them and records them delivered with keep, as the deliverer would: from
+// concurrent callers, as requests and workers would, so the store's auto-pipeliner batches them
+// (one at a time, thousands of round trips take seconds on a loaded machine, and the keep of the
+// first ones would run out before the last are delivered).
 func deliverAll(t *testing.T, s *Store, n int, ttl, vttl, keep time.Duration) {
 	t.Helper()
 	now := time.Now()
-	for i := range n {
+	concurrently(t, n, func(i int) error {
 		id := "ev" + strconv.Itoa(i)
 		c := claim(id)
 		c.Entity, c.Version, c.VersionTTL = "ent"+strconv.Itoa(i), 1, vttl
 		ev := queued(id, now)
 		ev.Entity, ev.Version = c.Entity, 1
 		if out, err := s.Accept(ctx, c, ev, ttl); err != nil || out != dedupe.Claimed {
-			t.Fatalf("Accept %s: %v %v", id, out, err)
+			return fmt.Errorf("Accept %s: %v %v", id, out, err)
 		}
-	}
+		return nil
+	})
 	for done := 0; done < n; {
 		evs, err := s.Lease(ctx, ns, time.Now(), 1024, time.Minute)
 		if err != nil || len(evs) == 0 {
 			t.Fatalf("Lease after %d of %d: %d events, %v", done, n, len(evs), err)
 		}
-		for _, ev := range evs {
-			ev.State, ev.Attempts = dedupe.Delivered, 1
-			if err := s.Update(ctx, ev, keep); err != nil {
-				t.Fatal(err)
-			}
-		}
+		concurrently(t, len(evs), func(i int) error {
+			evs[i].State, evs[i].Attempts = dedupe.Delivered, 1
+			return s.Update(ctx, evs[i], keep)
+		})
 		done += len(evs)
+	}
+}
+
+// concurrently runs do(0) … do(n-1) from 32 goroutines and fails the test with the first error.
+func concurrently(t *testing.T, n int, do func(i int) error) {
+	t.Helper()
+	const callers = 32
+	errs := make(chan error, callers)
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Go(func() {
+			for i := c; i < n; i += callers {
+				if err := do(i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -74,6 +101,7 @@ func keysOf(t *testing.T, s *Store, prefix string) []string {
 // nothing of the namespace must be left in Redis: a route that goes quiet (renamed, seasonal,
 // a provider that stopped) must not hold memory for good.
 func TestNothingLeftAfterKeep(t *testing.T) {
+	t.Parallel()
 	prefix := newPrefix()
 	s := storeAt(t, server.Addr, prefix)
 	n := volumeCount()
@@ -91,6 +119,7 @@ func TestNothingLeftAfterKeep(t *testing.T) {
 // event (only Update trims them, 64 at a time). The admin API's listing of delivered events then
 // comes back empty although some are delivered: List gives up after 1000 dead members.
 func TestListAfterQuietSpellFindsDeliveredEvents(t *testing.T) {
+	t.Parallel()
 	prefix := newPrefix()
 	s := storeAt(t, server.Addr, prefix)
 	// keep 3 s: longer than the deliveries take, so none of these is trimmed meanwhile.

@@ -14,8 +14,10 @@ import (
 // to 5 and each leased event delivered before the next call: every event goes out exactly once,
 // the gone ones never.
 func TestChunkedLeaseHandsEachEventOutOnce(t *testing.T) {
+	t.Parallel()
 	for seed := uint64(1); seed <= 6; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Parallel()
 			rng := rand.New(rand.NewPCG(seed, 7))
 			s := newStore(t)
 			tag, _ := s.tag(ns)

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/paralleltest"
 	"github.com/hookgate/hookgate/internal/redistest"
 )
 
@@ -21,6 +22,8 @@ import (
 var server *redistest.Server
 
 func TestMain(m *testing.M) {
+	// The tests wait on Redis, on TTLs and on servers starting far more than they compute.
+	paralleltest.Default(8)
 	dir, err := os.MkdirTemp("", "redisstore-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

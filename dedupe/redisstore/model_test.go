@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/redistest"
 )
 
 // handout is one event as a Lease call handed it out.
@@ -24,18 +27,26 @@ type handout struct {
 // time, after the lapse, or never), replays and lapses, and after every step checks the queue's
 // invariants in Redis and the lease's promises; at the end it drains the queue.
 func TestRandomOpsFromTwoNodesKeepQueueInvariants(t *testing.T) {
+	t.Parallel()
 	seeds := uint64(3) // MODEL_SEEDS runs more
 	if n, err := strconv.Atoi(os.Getenv("MODEL_SEEDS")); err == nil && n > 0 {
 		seeds = uint64(n)
 	}
+	// A server of its own: queueInvariants lists keys with KEYS, which scans the whole keyspace,
+	// and the package's other tests fill the shared server with tens of thousands.
+	srv := ownServer(t, redistest.Durable...)
 	for seed := uint64(1); seed <= seeds; seed++ {
-		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { randomRun(t, seed, 400) })
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			t.Parallel()
+			randomRun(t, srv.Addr, seed, 400)
+		})
 	}
 }
 
-func randomRun(t *testing.T, seed uint64, steps int) {
+func randomRun(t *testing.T, addr string, seed uint64, steps int) {
 	rng := rand.New(rand.NewPCG(seed, 7))
-	a, b := twoNodes(t)
+	prefix := newPrefix()
+	a, b := storeAt(t, addr, prefix), storeAt(t, addr, prefix)
 	nodes := []*Store{a, b}
 	tag, _ := a.tag(ns)
 	now := base
@@ -188,42 +199,61 @@ func randomRun(t *testing.T, seed uint64, steps int) {
 // queueInvariants checks, in Redis: every Pending event is in the due queue or its entity's
 // waiting set, exactly one; both hold only Pending events; the pending listing counts exactly the
 // Pending events; an entity with waiting events is held, or has an event in the queue (else they
-// would wait for good). It returns what is wrong, or "".
+// would wait for good). It returns what is wrong, or "". It reads in two pipelines, not a round
+// trip per key: it runs after every step of the model.
 func queueInvariants(s *Store, tag string, now time.Time) string {
 	var problems []string
-	q, _ := s.client.ZRange(ctx, tag+"q", 0, -1).Result()
-	inQ := map[string]bool{}
-	for _, id := range q {
-		inQ[id] = true
+	first := s.client.Pipeline()
+	qCmd := first.ZRange(ctx, tag+"q", 0, -1)
+	waitKeysCmd := first.Keys(ctx, tagGlob(tag)+"b:*")
+	evKeysCmd := first.Keys(ctx, tagGlob(tag)+"e:*")
+	listedCmd := first.ZCard(ctx, tag+"s:pending")
+	_, _ = first.Exec(ctx)
+	q, keys, evKeys := qCmd.Val(), waitKeysCmd.Val(), evKeysCmd.Val()
+
+	second := s.client.Pipeline()
+	membersCmds := make([]*redis.StringSliceCmd, len(keys))
+	heldCmds := make([]*redis.FloatCmd, len(keys))
+	for i, k := range keys {
+		membersCmds[i] = second.ZRange(ctx, k, 0, -1)
+		heldCmds[i] = second.ZScore(ctx, tag+"L", strings.TrimPrefix(k, tag+"b:"))
 	}
-	keys, _ := s.client.Keys(ctx, tagGlob(tag)+"b:*").Result()
+	queuedEntityCmds := make([]*redis.StringCmd, len(q))
+	for i, id := range q {
+		queuedEntityCmds[i] = second.HGet(ctx, tag+"e:"+id, fieldEntity)
+	}
+	stateCmds := make([]*redis.StringCmd, len(evKeys))
+	for i, k := range evKeys {
+		stateCmds[i] = second.HGet(ctx, k, fieldState)
+	}
+	_, _ = second.Exec(ctx) // a missing field or member fails its command alone, read below
+
+	inQ := map[string]bool{}
+	queuedEntities := map[string]bool{}
+	for i, id := range q {
+		inQ[id] = true
+		queuedEntities[queuedEntityCmds[i].Val()] = true
+	}
 	parked := map[string]string{}
-	for _, k := range keys {
+	for i, k := range keys {
 		ent := strings.TrimPrefix(k, tag+"b:")
-		members, _ := s.client.ZRange(ctx, k, 0, -1).Result()
+		members := membersCmds[i].Val()
 		for _, id := range members {
 			if inQ[id] {
 				problems = append(problems, id+" both queued and waiting")
 			}
 			parked[id] = ent
 		}
-		held, err := s.client.ZScore(ctx, tag+"L", ent).Result()
+		held, err := heldCmds[i].Result()
 		heldLive := err == nil && held > float64(now.UnixMicro())
-		queued := false
-		for _, id := range q {
-			if e, _ := s.client.HGet(ctx, tag+"e:"+id, fieldEntity).Result(); e == ent {
-				queued = true
-			}
-		}
-		if !heldLive && !queued && err != nil {
+		if !heldLive && !queuedEntities[ent] && err != nil {
 			problems = append(problems, fmt.Sprintf("entity %s has %d waiting events, no hold and nothing queued: they wait for good", ent, len(members)))
 		}
 	}
-	evKeys, _ := s.client.Keys(ctx, tagGlob(tag)+"e:*").Result()
 	pending := 0
-	for _, k := range evKeys {
+	for i, k := range evKeys {
 		id := strings.TrimPrefix(k, tag+"e:")
-		st, _ := s.client.HGet(ctx, k, fieldState).Result()
+		st := stateCmds[i].Val()
 		_, isParked := parked[id]
 		if st == string(dedupe.Pending) {
 			pending++
@@ -234,8 +264,7 @@ func queueInvariants(s *Store, tag string, now time.Time) string {
 			problems = append(problems, id+" is "+st+" but still queued or waiting")
 		}
 	}
-	listed, _ := s.client.ZCard(ctx, tag+"s:pending").Result()
-	if int(listed) != pending {
+	if listed := listedCmd.Val(); int(listed) != pending {
 		problems = append(problems, fmt.Sprintf("pending listing counts %d, %d events are pending", listed, pending))
 	}
 	return strings.Join(problems, "; ")

@@ -62,12 +62,14 @@ func fill(t *testing.T, s *Store, entity bool) []string {
 // which is what frees the memory: otherwise nothing is delivered and nothing accepted again,
 // for good (the deliverer re-sends the same events after each lease, and never records them).
 func TestFullMemoryStillDrains(t *testing.T) {
+	t.Parallel()
 	for _, entity := range []bool{false, true} {
 		name := "no entity"
 		if entity {
 			name = "entity"
 		}
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			srv := fullServer(t, "noeviction")
 			s := storeAt(t, srv.Addr, "hookgate")
 			acked := fill(t, s, entity)
@@ -91,6 +93,7 @@ func TestFullMemoryStillDrains(t *testing.T) {
 // dedupe records and versions without a word: CheckPersistence must say so, as it does for a
 // missing fsync.
 func TestEvictionPolicyWarned(t *testing.T) {
+	t.Parallel()
 	srv := fullServer(t, "allkeys-lru")
 	s := storeAt(t, srv.Addr, "hookgate")
 	warning, err := s.CheckPersistence(ctx)

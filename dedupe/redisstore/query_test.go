@@ -10,6 +10,7 @@ import (
 )
 
 func TestListOldestFirstWithCursorAndWithoutBodies(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	// Accepted at base+0s (a, z), +1s (m), +2s (b): listed a, z, m, b.
 	for _, e := range []struct {
@@ -55,6 +56,7 @@ func TestListOldestFirstWithCursorAndWithoutBodies(t *testing.T) {
 }
 
 func TestPendingByNamespace(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	odd := "a}b{c%d:e*" // braces, percent, colon and a glob character
 	for i, namespace := range []string{"one", "one", odd, "two"} {

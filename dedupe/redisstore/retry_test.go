@@ -82,6 +82,7 @@ func retryingStore(t *testing.T, p *dropProxy, prefix string) *Store {
 // and only request for an event ID must not be answered 409 "still being processed" (and its
 // retries too, until the claim's lease lapses) because the retry found the caller's own claim.
 func TestRetriedClaimIsStillClaimed(t *testing.T) {
+	t.Parallel()
 	p := newDropProxy(t, server.Addr)
 	s := retryingStore(t, p, newPrefix())
 	if _, err := s.Claim(ctx, claim("warm-up")); err != nil { // the server knows the script: EVALSHA runs it
@@ -100,6 +101,7 @@ func TestRetriedClaimIsStillClaimed(t *testing.T) {
 // An Update recorded by Redis whose reply is lost must not report failure: the deliverer logs
 // "recording the event's state failed; it comes due again after its lease" for a delivered event.
 func TestRetriedUpdateSucceeds(t *testing.T) {
+	t.Parallel()
 	p := newDropProxy(t, server.Addr)
 	s := retryingStore(t, p, newPrefix())
 	accept(t, s, claim("e0"), base)
@@ -121,6 +123,7 @@ func TestRetriedUpdateSucceeds(t *testing.T) {
 // A Lease whose reply is lost and that the client retries hands out nothing of what the lost
 // run leased: those events (and every other event of their entities) wait for the whole lease.
 func TestRetriedLeaseStrandsNothing(t *testing.T) {
+	t.Parallel()
 	p := newDropProxy(t, server.Addr)
 	s := retryingStore(t, p, newPrefix())
 	accept(t, s, versioned("e1", "order", 1), base)
@@ -142,6 +145,7 @@ func TestRetriedLeaseStrandsNothing(t *testing.T) {
 // replay that happened, not "not dead" (the admin API's 409, and replay-all counting it as
 // failed), and the event is queued once.
 func TestRetriedReplaySucceedsAndQueuesTheEventOnce(t *testing.T) {
+	t.Parallel()
 	p := newDropProxy(t, server.Addr)
 	s := retryingStore(t, p, newPrefix())
 	for _, id := range []string{"warm-up", "d1"} {
@@ -187,6 +191,7 @@ func TestRetriedReplaySucceedsAndQueuesTheEventOnce(t *testing.T) {
 // client, still reports them: the retry finds nothing left to drop, and the operator would never
 // hear that those events were lost.
 func TestRetriedLeaseReportsTheGoneEventsItsFirstRunDropped(t *testing.T) {
+	t.Parallel()
 	for _, live := range []bool{true, false} {
 		p := newDropProxy(t, server.Addr)
 		s := retryingStore(t, p, newPrefix())

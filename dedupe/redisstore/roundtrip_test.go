@@ -33,6 +33,7 @@ func (c *commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 // The hot path is one round trip per request: each operation sends one command (a script's
 // EVALSHA once the server knows the script).
 func TestEachOperationIsOneRoundTrip(t *testing.T) {
+	t.Parallel()
 	client := redis.NewClient(&redis.Options{Addr: server.Addr})
 	counter := &commandCounter{}
 	client.AddHook(counter)

@@ -25,6 +25,7 @@ func ownServer(t *testing.T, config ...string) *redistest.Server {
 }
 
 func TestCheckPersistence(t *testing.T) {
+	t.Parallel()
 	if warning, err := newStore(t).CheckPersistence(ctx); warning != "" || err != nil {
 		t.Fatalf("appendonly yes, appendfsync always: %q %v, want no warning", warning, err)
 	}
@@ -55,6 +56,7 @@ func TestCheckPersistence(t *testing.T) {
 // appendfsync always does not fsync while the append-only file is rewritten when
 // no-appendfsync-on-rewrite is yes: what was acknowledged meanwhile is only in the OS's cache.
 func TestCheckPersistenceWarnsOfNoFsyncDuringRewrites(t *testing.T) {
+	t.Parallel()
 	srv := ownServer(t, append(redistest.Durable, "no-appendfsync-on-rewrite yes")...)
 	s := storeAt(t, srv.Addr, "")
 	warning, err := s.CheckPersistence(ctx)
@@ -72,6 +74,7 @@ func TestCheckPersistenceWarnsOfNoFsyncDuringRewrites(t *testing.T) {
 // With Redis down every call fails (the caller answers 503) and none claims success; once it is
 // back the store works again, with what it acknowledged before.
 func TestRedisDownFailsThenRecovers(t *testing.T) {
+	t.Parallel()
 	srv := ownServer(t, redistest.Durable...)
 	s := New(redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond}), "")
 	t.Cleanup(func() { s.Close() })
@@ -100,6 +103,7 @@ func TestRedisDownFailsThenRecovers(t *testing.T) {
 }
 
 func TestNamespacesOnAClusterEachOnOneShard(t *testing.T) {
+	t.Parallel()
 	cluster, err := redistest.StartCluster(filepath.Join(t.TempDir(), "cluster"), 3, redistest.Durable...)
 	if err != nil {
 		t.Fatal(err)

@@ -7,12 +7,14 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -164,12 +166,9 @@ func (c *Cluster) Addrs() []string {
 }
 
 // StartCluster starts masters servers under dir (cluster-enabled, with the given extra config),
-// joins them with `redis-cli --cluster create`, and waits until every node reports the cluster
+// joins them as `redis-cli --cluster create` does, and waits until every node reports the cluster
 // ok. Each node's cluster bus port is its port + 10000, so ports are picked below 55535.
 func StartCluster(dir string, masters int, config ...string) (*Cluster, error) {
-	if _, err := exec.LookPath("redis-cli"); err != nil {
-		return nil, errors.New("redis-cli is not installed: ./xcaddy.sh test installs it (apt-get install -y redis-tools)")
-	}
 	c := &Cluster{}
 	for i := range masters {
 		port, err := freeClusterPort()
@@ -185,11 +184,9 @@ func StartCluster(dir string, masters int, config ...string) (*Cluster, error) {
 		}
 		c.Nodes = append(c.Nodes, node)
 	}
-	args := append([]string{"--cluster", "create"}, c.Addrs()...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
+	if err := c.join(); err != nil {
 		c.Stop()
-		return nil, fmt.Errorf("redis-cli --cluster create: %w: %s", err, out)
+		return nil, err
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for _, n := range c.Nodes {
@@ -202,10 +199,56 @@ func StartCluster(dir string, masters int, config ...string) (*Cluster, error) {
 				c.Stop()
 				return nil, fmt.Errorf("cluster node %s not ok within 30s: %v %s", n.Addr, err, info)
 			}
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
 	return c, nil
+}
+
+// join does what `redis-cli --cluster create --cluster-replicas 0` does, without its fixed
+// seconds of sleep: it splits the slots into equal ranges as redis-cli does, gives each master its
+// range and a config epoch of its own, and has the first node meet the others (gossip tells them
+// of each other).
+func (c *Cluster) join() error {
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		return errors.New("redis-cli is not installed: ./xcaddy.sh test installs it (apt-get install -y redis-tools)")
+	}
+	const slots = 16384
+	perNode := float64(slots) / float64(len(c.Nodes))
+	first := 0
+	for i, n := range c.Nodes {
+		last := int(math.Round(float64(i)*perNode + perNode - 1))
+		if last > slots-1 || i == len(c.Nodes)-1 {
+			last = slots - 1
+		}
+		last = max(last, first)
+		if err := n.ok("cluster", "addslotsrange", strconv.Itoa(first), strconv.Itoa(last)); err != nil {
+			return err
+		}
+		if err := n.ok("cluster", "set-config-epoch", strconv.Itoa(i+1)); err != nil {
+			return err
+		}
+		first = last + 1
+	}
+	for _, n := range c.Nodes[1:] {
+		host, port, _ := net.SplitHostPort(n.Addr)
+		if err := c.Nodes[0].ok("cluster", "meet", host, port); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ok runs one command that must answer OK.
+func (s *Server) ok(args ...string) error {
+	out, err := s.Command(args...)
+	if err != nil {
+		return err
+	}
+	if out != "OK" {
+		return fmt.Errorf("redis-cli %v on %s: %s", args, s.Addr, out)
+	}
+	return nil
 }
 
 // Stop stops every node.
@@ -215,7 +258,44 @@ func (c *Cluster) Stop() {
 	}
 }
 
+// handedOut are the ports freePort and freeClusterPort gave out (cluster bus ports included):
+// tests that start servers in parallel must not get one port twice in the moment before its
+// server binds it.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// handOut marks ports given out; false if one of them was already.
+func handOut(ports ...int) bool {
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for _, p := range ports {
+		if handedOut.ports[p] {
+			return false
+		}
+	}
+	for _, p := range ports {
+		handedOut.ports[p] = true
+	}
+	return true
+}
+
 func freePort() (int, error) {
+	for range 100 {
+		port, err := unusedPort()
+		if err != nil {
+			return 0, err
+		}
+		if handOut(port) {
+			return port, nil
+		}
+	}
+	return 0, errors.New("no free port not given out already")
+}
+
+// unusedPort is a port no socket on 127.0.0.1 uses now.
+func unusedPort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("finding a free port: %w", err)
@@ -227,7 +307,7 @@ func freePort() (int, error) {
 // freeClusterPort is a free port whose cluster bus port (+10000) is free too.
 func freeClusterPort() (int, error) {
 	for range 100 {
-		port, err := freePort()
+		port, err := unusedPort()
 		if err != nil {
 			return 0, err
 		}
@@ -239,7 +319,9 @@ func freeClusterPort() (int, error) {
 			continue
 		}
 		bus.Close()
-		return port, nil
+		if handOut(port, port+10000) {
+			return port, nil
+		}
 	}
 	return 0, errors.New("no free port pair for a cluster node")
 }
