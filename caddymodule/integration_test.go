@@ -16,6 +16,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 
+	"github.com/hookgate/hookgate/internal/paralleltest"
 	"github.com/hookgate/hookgate/verify"
 )
 
@@ -23,7 +24,8 @@ import (
 // them runs in parallel. Each test uses its own route name, so their ledger keys never meet.
 // Tests that share nothing with it or with each other (their own Caddy processes, Redis servers,
 // ports, directories and browser; no t.Setenv, no process-wide counts such as goroutines) call
-// t.Parallel: go test runs them after the others, `-parallel` at a time.
+// t.Parallel: go test runs them after the others, four at a time (TestMain): more fought over
+// the two cores of the machine the suite is tuned on, and fewer left them waiting in turn.
 
 const (
 	testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -33,6 +35,7 @@ const (
 var storageDir string
 
 func TestMain(m *testing.M) {
+	paralleltest.Default(4)
 	dir, err := os.MkdirTemp("", "hookgate-test-")
 	if err != nil {
 		panic(err)
