@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
+
 	"github.com/hookgate/hookgate/dedupe"
 )
 
@@ -281,4 +283,34 @@ func reopen(t testing.TB, b *Store, dir string) *Store {
 	}
 	t.Cleanup(func() { b.Close() })
 	return b
+}
+
+// The store's clock is an hour ahead of the wall clock Badger drops expired records by, so
+// TestDedupeTTLExpires cannot see Badger drop a dedupe record early: this checks the Badger TTL
+// behind it instead, which must not lapse before the exact expiry (Badger drops a record once
+// the wall clock's whole seconds reach it).
+func TestBadgerKeepsADedupeRecordUntilItsExactExpiry(t *testing.T) {
+	b := openTest(t)
+	_, start := withFakeClock(b)
+	c := event("ttl")
+	expect(t, "first claim", claim(t, b, c), dedupe.Claimed)
+	done(t, b, c, time.Second)
+	ids, _, err := keys(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact := start.Add(time.Second)
+	err = b.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(ids[0])
+		if err != nil {
+			return err
+		}
+		if at := item.ExpiresAt(); at <= uint64(exact.Unix()) {
+			t.Errorf("Badger drops the record at %v, before its exact expiry %v", time.Unix(int64(at), 0), exact)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
