@@ -154,7 +154,7 @@ func TestLeaseExpires(t *testing.T) {
 	c.Lease = time.Second
 
 	expect(t, "first claim", claim(t, b, c), dedupe.Claimed)
-	// Badger's TTLs are whole seconds rounded down; a 1 s lease must still
+	// Claims are held in memory with their exact deadline; a 1 s lease must still
 	// hold for the full second, not until the second boundary.
 	clock.set(start.Add(time.Second - time.Nanosecond))
 	expect(t, "claim 1 ns before a 1 s lease ends", claim(t, b, c), dedupe.InFlight)
