@@ -47,7 +47,9 @@ type Forward struct {
 	// itself with the provider's freshness window: the provider's signature, timestamp and id
 	// headers are recomputed in its own format, with a timestamp taken at the attempt and the
 	// route's first secret (the one the app must use), keeping the event's id. So an event
-	// delayed past the window by an outage still passes the app's unchanged check. Schemes
+	// delayed past the window by an outage still passes the app's unchanged check. An attempt
+	// already under way when a reload changes the first secret was signed with the previous
+	// one: the app should accept both for one Timeout after the reload. Schemes
 	// that sign no timestamp (github, shopify, ...) are forwarded as they are; public-key schemes
 	// (discord, sendgrid, standard with public keys only) and linear (its timestamp is inside
 	// the body) are refused. Default: false (the provider's headers as received).

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -120,6 +121,17 @@ func TestResignDeliversEventsDelayedPastTheAppsWindow(t *testing.T) {
 	}
 }
 
+// eventAttempts is how many attempts of the route's event the admin API shows recorded.
+func eventAttempts(t *testing.T, route, id string) int {
+	t.Helper()
+	_, shown := admin(t, http.MethodGet, "/hookgate/events/"+route+"/"+id)
+	var ev adminEvent
+	if err := json.Unmarshal([]byte(shown), &ev); err != nil {
+		t.Fatalf("admin API event %s: %v: %s", id, err, shown)
+	}
+	return ev.Attempts
+}
+
 // resign signs with the route's first secret as it is now: after a reload that puts a new
 // secret first, an event queued before the reload reaches the app signed with the new one.
 func TestResignUsesTheFirstSecretAfterReload(t *testing.T) {
@@ -136,6 +148,11 @@ func TestResignUsesTheFirstSecretAfterReload(t *testing.T) {
 	expectReply(t, "accepted while the app is down", send(t, tester.Client, presetEvent(t, "stripe", id, `{"id":"`+id+`"}`)), http.StatusAccepted, "")
 
 	tester.InitServer(config(newSecret, testSecret), "caddyfile") // the new secret first, the old beside it
+	// An attempt in flight during the reload finishes with the settings it started with (signed
+	// with the old secret): the app comes back once the next attempt has failed, so the ones it
+	// sees all started after the reload. Attempts of one event never overlap.
+	before := eventAttempts(t, route, id)
+	waitFor(t, "an attempt recorded after the reload", 15*time.Second, func() bool { return eventAttempts(t, route, id) > before })
 	app := startCheckingApp(t, addr, "stripe", newSecret)
 	shown := eventState(t, route, id)
 	if statuses, failures := app.answered(); !strings.Contains(shown, `"state":"delivered"`) || len(statuses) != 1 || statuses[0] != http.StatusOK {

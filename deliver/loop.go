@@ -83,8 +83,24 @@ func (d *Deliverer) leaseDue(ctx context.Context) (wait time.Duration, err error
 	if ctx.Err() != nil {
 		return wait, nil // stopping: what was just leased comes due again after its lease
 	}
-	d.launchAll(s, events)
+	d.launchAll(d.settingsAfterLease(s), events)
 	return wait, nil
+}
+
+// settingsAfterLease is what events leased under s are sent with: the settings in force now,
+// since a Configure (a reload) may have landed while the store answered, and once it returns
+// no attempt may start with the settings it replaced (a rotated resign secret, a moved
+// upstream). Their timeout stays within the one their lease was sized for.
+func (d *Deliverer) settingsAfterLease(s *settings) *settings {
+	d.mu.Lock()
+	current := d.current
+	d.mu.Unlock()
+	if current == s || current.cfg.Timeout <= s.cfg.Timeout {
+		return current
+	}
+	capped := *current
+	capped.cfg.Timeout = s.cfg.Timeout
+	return &capped
 }
 
 // launchAll starts a worker for each leased event. Of several events of one entity, only one
