@@ -38,7 +38,7 @@ func TestEventsLeasedAcrossConfigureUseTheNewSettings(t *testing.T) {
 	old, current := newUpstream(t, ok), newUpstream(t, ok)
 	out := &heldLeaseOutbox{fakeOutbox: newFakeOutbox(), leasing: make(chan struct{}), release: make(chan struct{})}
 	out.add(testEvent("evt_leased_across_reload", "{}"))
-	d := startHeldLease(t, out, testConfig(t, old.URL))
+	d := startDelivererWithLogger(t, out, testConfig(t, old.URL), nil)
 
 	<-out.leasing
 	d.Configure(testConfig(t, current.URL))
@@ -59,7 +59,7 @@ func TestEventsLeasedAcrossConfigureKeepTheirLeasesTimeout(t *testing.T) {
 	out.add(testEvent("evt_timeout_across_reload", "{}"))
 	cfg := testConfig(t, up.URL)
 	cfg.Timeout = 100 * time.Millisecond
-	d := startHeldLease(t, out, cfg)
+	d := startDelivererWithLogger(t, out, cfg, nil)
 
 	<-out.leasing
 	cfg.Timeout = time.Hour
@@ -69,19 +69,4 @@ func TestEventsLeasedAcrossConfigureKeepTheirLeasesTimeout(t *testing.T) {
 	if got := out.history("evt_timeout_across_reload")[0].LastError; !strings.Contains(got, "within 100ms") {
 		t.Fatalf("attempt recorded %q; want it timed out after the 100ms its lease was made for", got)
 	}
-}
-
-// startHeldLease starts a deliverer on out that the test's cleanup stops.
-func startHeldLease(t *testing.T, out *heldLeaseOutbox, cfg Config) *Deliverer {
-	t.Helper()
-	d := New(out, testNamespace, cfg, nil)
-	d.Start()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := d.Stop(ctx); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
-	return d
 }

@@ -12,6 +12,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/hookgate/hookgate/dedupe"
 )
 
 const testNamespace = "ns"
@@ -41,7 +43,7 @@ func startDeliverer(t *testing.T, out *fakeOutbox, cfg Config) *Deliverer {
 	return startDelivererWithLogger(t, out, cfg, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 }
 
-func startDelivererWithLogger(t *testing.T, out *fakeOutbox, cfg Config, logger *zap.Logger) *Deliverer {
+func startDelivererWithLogger(t *testing.T, out dedupe.Outbox, cfg Config, logger *zap.Logger) *Deliverer {
 	t.Helper()
 	d := New(out, testNamespace, cfg, logger)
 	d.Start()
