@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hookgate/hookgate/internal/redistest"
 )
 
 // binaryGateway is the xcaddy-built binary running the repository's root Caddyfile: hookgate in
@@ -24,14 +26,15 @@ type binaryGateway struct {
 	cmd         *exec.Cmd
 }
 
+// freePort is a port for a server the test starts later; the parallel tests never get the same
+// one, nor one a Redis server or cluster bus of theirs was given.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := redistest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 func newBinaryGateway(t *testing.T, config string) *binaryGateway {

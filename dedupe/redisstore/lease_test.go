@@ -152,12 +152,12 @@ func TestDeliveredDropsBodyAndAdvancesDeliveredVersion(t *testing.T) {
 	}
 }
 
-// A version TTL of a second: the delivered version must be read within it, on a loaded machine too.
+// The version TTL is timedWindow (ledger_test.go).
 func TestDeliveredVersionExpiresWithTheAcceptedOne(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	c := versioned("v1", "cus_1", 1)
-	c.VersionTTL = time.Second
+	c.VersionTTL = timedWindow
 	accept(t, s, c, base)
 	ev := lease(t, s, base, 1)[0]
 	ev.State = dedupe.Delivered
@@ -167,7 +167,7 @@ func TestDeliveredVersionExpiresWithTheAcceptedOne(t *testing.T) {
 	if _, ok, _ := s.DeliveredVersion(ctx, ns, "cus_1"); !ok {
 		t.Fatal("no delivered version")
 	}
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(pastTimedWindow)
 	if _, ok, _ := s.DeliveredVersion(ctx, ns, "cus_1"); ok {
 		t.Fatal("the delivered version outlived the accepted one")
 	}

@@ -52,30 +52,35 @@ func TestClaimDigestIsDeduplicatedAlongsideTheID(t *testing.T) {
 	expect(t, "same bytes under a fresh ID once done", claimOutcome(t, s, fresh), dedupe.Duplicate)
 }
 
-// A lease of a second, not a few milliseconds: the second claim must come within it, on a loaded
-// machine too; the test sleeps in parallel with the others.
+// timedWindow is the lease, dedupe window or version TTL of the timed tests, which look again
+// at pastTimedWindow. It is long enough for the check within it to come in time on a loaded
+// machine, and not whole seconds: a store that kept it to whole seconds, rounded up, would still
+// hold it at pastTimedWindow (a check a loaded machine makes later can miss that, never fail a
+// correct store).
+const timedWindow, pastTimedWindow = 1200 * time.Millisecond, 1700 * time.Millisecond
+
+// The test sleeps in parallel with the others.
 func TestClaimLeaseLapses(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	c := claim("evt_1")
-	c.Lease = time.Second
+	c.Lease = timedWindow
 	expect(t, "first claim", claimOutcome(t, s, c), dedupe.Claimed)
 	expect(t, "claim within the lease", claimOutcome(t, s, c), dedupe.InFlight)
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(pastTimedWindow)
 	expect(t, "claim after the lease lapsed", claimOutcome(t, s, c), dedupe.Claimed)
 }
 
-// A dedupe window of a second: the second claim must come within it, on a loaded machine too.
 func TestDoneExpiresAfterTTL(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	c := claim("evt_1")
 	claimOutcome(t, s, c)
-	if err := s.Done(ctx, c, time.Second); err != nil {
+	if err := s.Done(ctx, c, timedWindow); err != nil {
 		t.Fatal(err)
 	}
 	expect(t, "within the dedupe window", claimOutcome(t, s, c), dedupe.Duplicate)
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(pastTimedWindow)
 	expect(t, "after the dedupe window", claimOutcome(t, s, c), dedupe.Claimed)
 }
 
@@ -106,18 +111,17 @@ func TestClaimStaleVersionsExactlyAtNanoseconds(t *testing.T) {
 	expect(t, "-4 after -5", claimOutcome(t, s, versioned("evt_10", "neg", -4)), dedupe.Claimed)
 }
 
-// A version TTL of a second: the older claim must come within it, on a loaded machine too.
 func TestVersionExpiresVersionTTLAfterItLastAdvanced(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	c := versioned("evt_1", "cus_1", 5)
-	c.VersionTTL = time.Second
+	c.VersionTTL = timedWindow
 	claimOutcome(t, s, c)
 	if err := s.Done(ctx, c, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	expect(t, "older, within the TTL", claimOutcome(t, s, versioned("evt_2", "cus_1", 4)), dedupe.Stale)
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(pastTimedWindow)
 	expect(t, "older, after the TTL", claimOutcome(t, s, versioned("evt_3", "cus_1", 4)), dedupe.Claimed)
 }
 

@@ -10,13 +10,20 @@ import (
 )
 
 // Default makes n (or GOMAXPROCS, if higher) the number of parallel tests run at once, unless
-// the command line set -test.parallel. Call it from TestMain, before m.Run.
+// the command line set -test.parallel or asked to fuzz (-test.fuzz), where -test.parallel is the
+// number of fuzzing worker processes. Call it from TestMain, before m.Run.
 func Default(n int) {
 	flag.Parse()
+	defaultOn(flag.CommandLine, n)
+}
+
+// defaultOn is Default on the test flags of fs, parsed.
+func defaultOn(fs *flag.FlagSet, n int) {
 	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set {
-		// The flag exists in every test binary; Set fails only for an unknown name.
-		_ = flag.Set("test.parallel", strconv.Itoa(max(n, runtime.GOMAXPROCS(0))))
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if fuzz := fs.Lookup("test.fuzz"); set || fuzz != nil && fuzz.Value.String() != "" {
+		return
 	}
+	// The flag exists in every test binary; Set fails only for an unknown name.
+	_ = fs.Set("test.parallel", strconv.Itoa(max(n, runtime.GOMAXPROCS(0))))
 }

@@ -2,23 +2,42 @@ package paralleltest
 
 import (
 	"flag"
+	"io"
+	"runtime"
+	"strconv"
 	"testing"
 )
 
-// Default raises -test.parallel when the command line left it at go test's default, and leaves
-// a value the command line gave alone.
-func TestDefaultKeepsWhatTheCommandLineSet(t *testing.T) {
-	parallel := flag.Lookup("test.parallel")
-	before := parallel.Value.String()
-	t.Cleanup(func() { parallel.Value.Set(before) })
-	setOnCommandLine := false
-	flag.Visit(func(f *flag.Flag) { setOnCommandLine = setOnCommandLine || f.Name == "test.parallel" })
-	want := "1000"
-	if setOnCommandLine {
-		want = before
+// testFlags parses args with the two test flags Default reads, as a test binary's command line.
+func testFlags(t *testing.T, args ...string) *flag.FlagSet {
+	t.Helper()
+	fs := flag.NewFlagSet("pkg.test", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Int("test.parallel", runtime.GOMAXPROCS(0), "")
+	fs.String("test.fuzz", "", "")
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
 	}
-	Default(1000)
-	if got := parallel.Value.String(); got != want {
-		t.Fatalf("-test.parallel after Default(1000): %s, want %s (set on the command line: %v)", got, want, setOnCommandLine)
+	return fs
+}
+
+// Default raises -test.parallel when the command line left it at go test's default, and leaves
+// a value the command line gave alone, and the number of fuzzing workers under -fuzz.
+func TestDefaultKeepsWhatTheCommandLineSet(t *testing.T) {
+	gomaxprocs := strconv.Itoa(runtime.GOMAXPROCS(0))
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "1000"},
+		{[]string{"-test.parallel=1"}, "1"},
+		{[]string{"-test.fuzz=^FuzzSomething$"}, gomaxprocs},
+		{[]string{"-test.fuzz=^FuzzSomething$", "-test.parallel=3"}, "3"},
+	} {
+		fs := testFlags(t, c.args...)
+		defaultOn(fs, 1000)
+		if got := fs.Lookup("test.parallel").Value.String(); got != c.want {
+			t.Errorf("-test.parallel after Default(1000) on %q: %s, want %s", c.args, got, c.want)
+		}
 	}
 }

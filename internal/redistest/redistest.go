@@ -35,7 +35,7 @@ type Server struct {
 // Start starts a redis-server in dir (created if missing) on a free loopback port, with the given
 // extra config lines (e.g. Durable), and waits until it answers PING.
 func Start(dir string, config ...string) (*Server, error) {
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +258,7 @@ func (c *Cluster) Stop() {
 	}
 }
 
-// handedOut are the ports freePort and freeClusterPort gave out (cluster bus ports included):
+// handedOut are the ports FreePort and freeClusterPort gave out (cluster bus ports included):
 // tests that start servers in parallel must not get one port twice in the moment before its
 // server binds it.
 var handedOut = struct {
@@ -281,7 +281,10 @@ func handOut(ports ...int) bool {
 	return true
 }
 
-func freePort() (int, error) {
+// FreePort is a port on 127.0.0.1 that no socket uses now and that this process has not handed
+// out before (to a Redis server, a cluster bus, or a caller such as a Caddy started by a test):
+// parallel tests that pick a port and bind it later must not get the same one.
+func FreePort() (int, error) {
 	for range 100 {
 		port, err := unusedPort()
 		if err != nil {

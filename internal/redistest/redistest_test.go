@@ -34,3 +34,19 @@ func TestClusterOfThreeMasters(t *testing.T) {
 		t.Fatalf("cluster info: %v\n%s", err, info)
 	}
 }
+
+// Tests that pick ports in parallel and bind them later (a Caddy process takes seconds to start)
+// never get one port twice from FreePort, though each is free again the moment it is handed out.
+func TestFreePortNeverHandsOutAPortTwice(t *testing.T) {
+	seen := map[int]bool{}
+	for range 3000 {
+		port, err := FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[port] {
+			t.Fatalf("port %d handed out twice in %d calls", port, len(seen)+1)
+		}
+		seen[port] = true
+	}
+}
