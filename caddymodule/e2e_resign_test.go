@@ -30,7 +30,7 @@ const (
 	resignOldSecret      = "whsec_cHJldmlvdXMgc3RhbmRhcmQgc2VjcmV0LCAzMiBiISE=" // a standard secret being rotated out
 	resignGatewaySecret  = "whsec_aG9va2dhdGUgZTJlIGdhdGV3YXkgc2VjcmV0IDMyYiE="
 	resignSignedAgo      = 295 * time.Second // the event's age when hookgate accepts it, just inside the window
-	resignProviderWindow = 300 * time.Second // the apps' (and the providers' libraries') window
+	resignProviderWindow = 300 * time.Second // the apps' (and the providers' libraries') window; the routes allow a minute more, so a slow send is still accepted
 	resignOutageMargin   = 5 * time.Second   // the apps stay down this much past the window
 )
 
@@ -133,7 +133,7 @@ func resignCaddyfile(taskAppURL, libraryAppURL string) string {
 		name %[1]s
 		%[2]s
 		%[3]s
-		tolerance 5m
+		tolerance 6m
 		forward %[4]s {
 			backoff 2s
 			jitter none
