@@ -36,6 +36,9 @@ var storageDir string
 
 func TestMain(m *testing.M) {
 	paralleltest.Default(4)
+	// A load provisions the routes' ledgers (synced Badger opens): on a VM whose disk stalls it
+	// can take longer than caddytest's 5 s, and the test then fails on a config that loads.
+	caddytest.Default.LoadRequestTimeout = 30 * time.Second
 	dir, err := os.MkdirTemp("", "hookgate-test-")
 	if err != nil {
 		panic(err)

@@ -167,7 +167,9 @@ func (c *Cluster) Addrs() []string {
 
 // StartCluster starts masters servers under dir (cluster-enabled, with the given extra config),
 // joins them as `redis-cli --cluster create` does, and waits until every node reports the cluster
-// ok. Each node's cluster bus port is its port + 10000, so ports are picked below 55535.
+// ok. Each node's cluster bus port is its port + 10000, so ports are picked below 55535. The
+// node timeout is 30 s: a durable node's fsync can stall for seconds on a busy disk, and with 5 s
+// its peers voted it down and the whole cluster answered CLUSTERDOWN; no test waits on a failover.
 func StartCluster(dir string, masters int, config ...string) (*Cluster, error) {
 	c := &Cluster{}
 	for i := range masters {
@@ -177,7 +179,7 @@ func StartCluster(dir string, masters int, config ...string) (*Cluster, error) {
 			return nil, err
 		}
 		node, err := startOn(filepath.Join(dir, fmt.Sprintf("node%d", i)), port,
-			append([]string{"cluster-enabled yes", "cluster-config-file nodes.conf", "cluster-node-timeout 5000"}, config...))
+			append([]string{"cluster-enabled yes", "cluster-config-file nodes.conf", "cluster-node-timeout 30000"}, config...))
 		if err != nil {
 			c.Stop()
 			return nil, err
