@@ -60,6 +60,7 @@ func adminWithHeaders(t *testing.T, method, path string, header map[string]strin
 	for name, value := range header {
 		req.Header.Set(name, value)
 	}
+	awaitLoadSettled(t, http.DefaultClient)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

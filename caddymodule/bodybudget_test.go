@@ -160,6 +160,7 @@ func TestChunkedBodyBoundedByMaxBody(t *testing.T) {
 		for k, v := range ev.headers {
 			req.Header[k] = v
 		}
+		awaitLoadSettled(t, tester.Client)
 		resp, err := tester.Client.Do(req)
 		if err != nil {
 			t.Fatal(err)

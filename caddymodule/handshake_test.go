@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -46,13 +45,14 @@ func signRequest(t *testing.T, preset, key, id, rawURL, contentType, body string
 	return &signedRequest{method: m.Method, url: m.URL, contentType: contentType, header: m.Header, body: body}
 }
 
-// sendSigned sends req to target (its own URL when ""), retrying a connection that never got
-// through, as send does.
+// sendSigned sends req to target (its own URL when ""), as send does: once the last config load
+// has settled, trying again only a connection that could not be made.
 func sendSigned(t *testing.T, client *http.Client, req *signedRequest, target string) reply {
 	t.Helper()
 	if target == "" {
 		target = req.url
 	}
+	awaitLoadSettled(t, client)
 	for tries := 1; ; tries++ {
 		r, err := http.NewRequest(req.method, target, strings.NewReader(req.body))
 		if err != nil {
@@ -63,10 +63,7 @@ func sendSigned(t *testing.T, client *http.Client, req *signedRequest, target st
 		}
 		resp, err := client.Do(r)
 		var dial *net.OpError
-		// A keep-alive connection the previous config's server closed answers EOF or a reset
-		// before any handler read the request: send it again.
-		retry := errors.As(err, &dial) && dial.Op == "dial" || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
-		if err != nil && retry && tries < 20 {
+		if err != nil && errors.As(err, &dial) && dial.Op == "dial" && tries < 20 {
 			time.Sleep(20 * time.Millisecond)
 			continue
 		}

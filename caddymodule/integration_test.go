@@ -166,21 +166,16 @@ type reply struct {
 	header http.Header
 }
 
-// send sends ev once. A connection refused or reset while being set up is retried, as a provider
-// would: Caddy's listeners use SO_REUSEPORT, so just after a config load a new connection can
-// land on the old listener as it closes, and the request never left.
+// send sends ev once the last config load has settled (see awaitLoadSettled). Only a connection
+// that could not be made is tried again: then the request never left.
 func send(t testing.TB, client *http.Client, ev *event) reply {
 	t.Helper()
+	awaitLoadSettled(t, client)
 	for tries := 1; ; tries++ {
 		got, err := trySend(client, ev)
 		var dial *net.OpError
 		if err != nil && errors.As(err, &dial) && dial.Op == "dial" && tries < 20 {
 			time.Sleep(20 * time.Millisecond)
-			continue
-		}
-		// A keep-alive connection to the previous config's server, closed as it stopped, fails
-		// the first request written to it with EOF before any server read it: send it again.
-		if err != nil && errors.Is(err, io.EOF) && tries < 3 {
 			continue
 		}
 		if err != nil {

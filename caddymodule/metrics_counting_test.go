@@ -35,6 +35,7 @@ func TestAbortedUpstreamFailureCountedReleased(t *testing.T) {
 	t.Cleanup(up.Close)
 	tester := startGateway(t, route, &upstream{Server: up})
 	ev := newEvent(t, fmt.Sprintf("evt_rvm12_abort_%d", time.Now().UnixNano()), fmt.Sprintf("obj_rvm12_abort_%d", time.Now().UnixNano()), 1)
+	awaitLoadSettled(t, tester.Client)
 	first, err := trySend(tester.Client, ev)
 	t.Logf("first try: %d %.60q, err %v", first.status, first.body, err)
 	expectReply(t, "the retry of an event the app failed", send(t, tester.Client, ev), http.StatusOK, "")
@@ -107,6 +108,7 @@ func TestDroppedRouteSeriesStaysDroppedAfterInFlightRequest(t *testing.T) {
 			err error
 		}
 		answered := make(chan answer, 1)
+		awaitLoadSettled(t, tester.Client)
 		go func() {
 			ev := newEvent(t, fmt.Sprintf("evt_rvm12_drop_%d_%d", i, time.Now().UnixNano()), fmt.Sprintf("obj_rvm12_drop_%d_%d", i, time.Now().UnixNano()), 1)
 			got, err := trySend(tester.Client, ev)

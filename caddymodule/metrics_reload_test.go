@@ -31,6 +31,7 @@ func TestMetricsOfARemovedRouteGoAway(t *testing.T) {
 	tester.InitServer(both, "caddyfile")
 	for i, url := range []string{gateURL, "http://localhost:9080/gone/x"} {
 		ev := newEvent(t, fmt.Sprintf("evt_rm_%d_%d", i, time.Now().UnixNano()), fmt.Sprintf("obj_rm_%d", i), 1)
+		awaitLoadSettled(t, tester.Client)
 		got, err := trySendTo(tester.Client, url, ev)
 		if err != nil {
 			t.Fatal(err)

@@ -40,6 +40,7 @@ func sendForged(t *testing.T, client *http.Client, path, id, secret string) repl
 	t.Helper()
 	ev := signedEvent(t, id, `{"type":"test"}`, time.Now(), secret)
 	forgeHookgateHeaders(ev.headers, "on "+path)
+	awaitLoadSettled(t, client)
 	got, err := trySendTo(client, "http://localhost:9080"+path, ev)
 	if err != nil {
 		t.Fatalf("sending to %s: %v", path, err)
@@ -176,6 +177,7 @@ func TestForgedHookgateTrailersNeverReachTheApp(t *testing.T) {
 		req.Header = ev.headers.Clone()
 		req.ContentLength = -1 // chunked, which is what carries trailers
 		req.Trailer = http.Header{"Hookgate-Verified": {"forged"}, "Hookgate-Event-Id": {"forged"}}
+		awaitLoadSettled(t, tester.Client)
 		resp, err := tester.Client.Do(req)
 		if err != nil {
 			t.Fatalf("sending to %s: %v", path, err)
@@ -235,6 +237,7 @@ func TestErrorRoutesThatProxyToTheAppGetNothingForged(t *testing.T) {
 				t.Fatal(err)
 			}
 			forgeHookgateHeaders(req.Header, method[:4]+" "+path)
+			awaitLoadSettled(t, tester.Client)
 			resp, err := tester.Client.Do(req)
 			if err != nil {
 				t.Fatalf("%s %s: %v", method, path, err)

@@ -41,21 +41,16 @@ func TestFailedReloadKeepsDeliveringToTheRunningUpstream(t *testing.T) {
 	}
 }
 
-// loadCaddyfile posts a Caddyfile to the admin endpoint's /load. Each load replaces the admin
-// server, failed ones too, so a connection can meet the old one as it closes: that is retried.
+// loadCaddyfile posts a Caddyfile to the admin endpoint's /load once the last load has settled:
+// each load replaces the admin server, failed ones too (see awaitLoadSettled).
 func loadCaddyfile(t *testing.T, caddyfile string) (int, string) {
 	t.Helper()
-	for tries := 1; ; tries++ {
-		resp, err := http.Post("http://localhost:2999/load", "text/caddyfile", strings.NewReader(caddyfile))
-		if err != nil && tries < 20 {
-			time.Sleep(50 * time.Millisecond)
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
+	awaitLoadSettled(t, http.DefaultClient)
+	resp, err := http.Post("http://localhost:2999/load", "text/caddyfile", strings.NewReader(caddyfile))
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
 }

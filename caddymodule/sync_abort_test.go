@@ -30,6 +30,7 @@ func TestUpstreamBreakingOffBodySettlesClaim(t *testing.T) {
 	t.Cleanup(up.Close)
 	tester := startGateway(t, "r12abort", &upstream{Server: up})
 	ev := newEvent(t, "evt_r12_abort", "obj_r12_abort", 1)
+	awaitLoadSettled(t, tester.Client)
 	first, err := trySend(tester.Client, ev)
 	t.Logf("first try: %d %.60q, err %v", first.status, first.body, err)
 	retry := send(t, tester.Client, ev)
