@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,7 +20,7 @@ var (
 // 3-master Redis Cluster: every event delivered (or forwarded) once, whichever shard its route is on.
 func TestTwoNodesOnRedisClusterForwardAnEventSentToBothOnce(t *testing.T) {
 	t.Parallel()
-	c := durableCluster(t)
+	c := redistest.DurableCluster(t)
 	sentToBothAtOnce(t, redisStorage(true, c.Addrs()...), clusterAsyncRoutes, clusterSyncRoutes, 400, 200)
 	everyShardUsed(t, c)
 }
@@ -30,19 +29,9 @@ func TestTwoNodesOnRedisClusterForwardAnEventSentToBothOnce(t *testing.T) {
 // against a 3-master Redis Cluster: the survivor takes over the dead node's leases on every shard.
 func TestTwoNodesOnRedisClusterSurvivorDeliversWhatTheKilledNodeAcknowledged(t *testing.T) {
 	t.Parallel()
-	c := durableCluster(t)
+	c := redistest.DurableCluster(t)
 	takeover(t, redisStorage(true, c.Addrs()...), clusterAsyncRoutes, 2000)
 	everyShardUsed(t, c)
-}
-
-func durableCluster(t *testing.T) *redistest.Cluster {
-	t.Helper()
-	c, err := redistest.StartCluster(filepath.Join(t.TempDir(), "cluster"), 3, redistest.Durable...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Stop)
-	return c
 }
 
 // everyShardUsed fails unless every master holds some of the routes' keys.

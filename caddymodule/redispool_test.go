@@ -222,11 +222,7 @@ func TestRedisPersistenceCheckedAgainAfterReconnect(t *testing.T) {
 // end each time they succeed.
 func TestRedisClusterSlotRefusalIsItsRoutesOutageOnly(t *testing.T) {
 	t.Parallel()
-	c, err := redistest.StartCluster(filepath.Join(t.TempDir(), "cluster"), 3, redistest.Durable...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Stop)
+	c := redistest.DurableCluster(t)
 	pool, logs := newTestRedisPoolOn(t, &Storage{Backend: "redis", URLs: []string{"redis://" + c.Nodes[0].Addr}, Cluster: true})
 	ctx := context.Background()
 	accept := func(ns, id string) error {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,11 +21,7 @@ import (
 // stored whole (Get finds it with its body), each namespace's keys on the master owning its slot.
 func TestClusterAutoPipelineRoutesEachNamespace(t *testing.T) {
 	t.Parallel()
-	c, err := redistest.StartCluster(filepath.Join(t.TempDir(), "cluster"), 3, redistest.Durable...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Stop)
+	c := redistest.DurableCluster(t)
 	s := New(redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), MaxRedirects: 3}), "hg")
 	t.Cleanup(func() { s.Close() })
 	const namespaces = 12

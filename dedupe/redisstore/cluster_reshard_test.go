@@ -3,7 +3,6 @@ package redisstore
 import (
 	"fmt"
 	"net"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,11 +19,7 @@ import (
 // must fail rather than act on the half it sees.
 func TestReshardKeepsQueuedEvents(t *testing.T) {
 	t.Parallel()
-	c, err := redistest.StartCluster(filepath.Join(t.TempDir(), "cluster"), 3, redistest.Durable...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Stop)
+	c := redistest.DurableCluster(t)
 	s := New(redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()}), "hg")
 	t.Cleanup(func() { s.Close() })
 	accept(t, s, versioned("e1", "order", 1), base)

@@ -1,7 +1,6 @@
 package redisstore
 
 import (
-	"path/filepath"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -35,11 +34,7 @@ func TestConformance(t *testing.T) {
 }
 
 func TestConformanceOnACluster(t *testing.T) {
-	cluster, err := redistest.StartCluster(filepath.Join(t.TempDir(), "cluster"), 3, redistest.Durable...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Stop)
+	cluster := redistest.DurableCluster(t)
 	ledgertest.Run(t, backend(func() redis.UniversalClient {
 		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs()})
 	}))

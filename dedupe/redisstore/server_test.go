@@ -104,11 +104,7 @@ func TestRedisDownFailsThenRecovers(t *testing.T) {
 
 func TestNamespacesOnAClusterEachOnOneShard(t *testing.T) {
 	t.Parallel()
-	cluster, err := redistest.StartCluster(filepath.Join(t.TempDir(), "cluster"), 3, redistest.Durable...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Stop)
+	cluster := redistest.DurableCluster(t)
 	newNode := func() *Store {
 		s := New(redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs()}), "")
 		t.Cleanup(func() { s.Close() })

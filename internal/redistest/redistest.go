@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -205,6 +206,19 @@ func StartCluster(dir string, masters int, config ...string) (*Cluster, error) {
 		}
 	}
 	return c, nil
+}
+
+// DurableCluster starts a 3-master Cluster for t under its temporary directory, each node Durable
+// (an fsync before each reply), waits until every node reports the cluster ok, and stops it when
+// t ends. It fails t if the cluster does not start.
+func DurableCluster(t testing.TB) *Cluster {
+	t.Helper()
+	c, err := StartCluster(filepath.Join(t.TempDir(), "cluster"), 3, Durable...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	return c
 }
 
 // join does what `redis-cli --cluster create --cluster-replicas 0` does, without its fixed

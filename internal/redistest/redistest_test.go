@@ -50,3 +50,17 @@ func TestFreePortNeverHandsOutAPortTwice(t *testing.T) {
 		seen[port] = true
 	}
 }
+
+func TestDurableClusterFsyncsEveryWriteOnEveryNode(t *testing.T) {
+	c := DurableCluster(t)
+	for _, n := range c.Nodes {
+		for setting, want := range map[string]string{"appendonly": "yes", "appendfsync": "always"} {
+			if got, err := n.Command("config", "get", setting); err != nil || !strings.HasSuffix(got, want) {
+				t.Fatalf("node %s %s: %q, %v; want %s", n.Addr, setting, got, err, want)
+			}
+		}
+		if info, err := n.Command("cluster", "info"); err != nil || !strings.Contains(info, "cluster_state:ok") {
+			t.Fatalf("node %s cluster info: %v\n%s", n.Addr, err, info)
+		}
+	}
+}
