@@ -25,10 +25,11 @@ import (
 // sentThrough is the listening sockets each client last sent through (*http.Client → string).
 var sentThrough sync.Map
 
-// awaitLoadSettled waits until this process listens on no address twice, that is until
-// the listeners of the config replaced (or of the one that failed to start) are closed. If the
-// listeners changed since client last sent, its idle keep-alive connections may go to a server
-// that is shutting down and closes them, maybe just as a request is written onto one: they are dropped.
+// awaitLoadSettled waits until this process listens on no address twice, that is until the
+// listeners of the config replaced (or of the one that failed to start) are closed. If the
+// listeners changed since client last came here (or it never did), its idle keep-alive
+// connections may lead to a server that is shutting down and closes them, maybe just as a request
+// is written onto one: they are dropped.
 func awaitLoadSettled(t testing.TB, client *http.Client) {
 	t.Helper()
 	var listening string
@@ -44,7 +45,7 @@ func awaitLoadSettled(t testing.TB, client *http.Client) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if before, ok := sentThrough.Swap(client, listening); ok && before != listening {
+	if before, seen := sentThrough.Swap(client, listening); !seen || before != listening {
 		client.CloseIdleConnections()
 	}
 }
