@@ -67,7 +67,7 @@ func printNotes(o options, r configResult) {
 			prefix, perRequest(r.redisCPU, r.load.requests))
 	}
 	if r.sinkCPU > 0 {
-		fmt.Printf("- %s: the sink Caddy used %s µs of CPU per request in the measured window.\n", prefix, perRequest(r.sinkCPU, r.load.requests))
+		fmt.Printf("- %s: the sink Caddy used %s µs of CPU in the measured window per request this config answered in it.\n", prefix, perRequest(r.sinkCPU, r.load.requests))
 	}
 	if r.inlineSigned > 0 {
 		fmt.Printf("- %s: %d requests were signed inline (the %d pre-signed ran out or aged).\n", prefix, r.inlineSigned, o.presign)
