@@ -26,6 +26,7 @@ type caddySink struct {
 	logFile *os.File
 
 	mu      sync.Mutex // one reader of the log at a time
+	buf     []byte     // what one read of the log takes
 	pending []byte     // a line not yet complete
 }
 
@@ -67,7 +68,7 @@ func startCaddySink(bin string) (*caddySink, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("sink Caddy's access log: %w", err)
 	}
-	return &caddySink{proc: p, logDir: dir, logFile: f}, nil
+	return &caddySink{proc: p, logDir: dir, logFile: f, buf: make([]byte, 1<<20)}, nil
 }
 
 func (s *caddySink) addr() string { return s.proc.siteAddr() }
@@ -78,10 +79,9 @@ func (s *caddySink) cpuTime() time.Duration { return s.proc.cpuTime() }
 func (s *caddySink) received() *arrivals {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	buf := make([]byte, 1<<20)
 	for {
-		n, err := s.logFile.Read(buf)
-		s.pending = append(s.pending, buf[:n]...)
+		n, err := s.logFile.Read(s.buf)
+		s.pending = append(s.pending, s.buf[:n]...)
 		for {
 			line, rest, ok := bytes.Cut(s.pending, []byte{'\n'})
 			if !ok {
