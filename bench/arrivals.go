@@ -61,6 +61,8 @@ func (a *arrivals) arrivedBy(t time.Time) int64 {
 type delivery struct {
 	acked, arrived int
 	last           time.Duration // from the window's start to the last of them arriving
+	// all is every event that first arrived in that time, the warmup's backlog included.
+	all int
 }
 
 // deliveryOf looks up each of acked (sequence numbers answered 2xx in the window starting at
@@ -76,8 +78,14 @@ func (a *arrivals) deliveryOf(acked []uint64, windowStart time.Time) delivery {
 			last = max(last, a.first[seq])
 		}
 	}
-	if d.arrived > 0 {
-		d.last = time.Duration(last - windowStart.UnixNano())
+	if d.arrived == 0 {
+		return d
+	}
+	d.last = time.Duration(last - windowStart.UnixNano())
+	for _, at := range a.first {
+		if at > windowStart.UnixNano() && at <= last {
+			d.all++
+		}
 	}
 	return d
 }

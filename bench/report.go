@@ -84,7 +84,8 @@ func printNotes(o options, r configResult) {
 func (d delivery) String() string {
 	s := fmt.Sprintf("%d events acknowledged in the measured window, %d of them at the sink, the last %.2f s after the window's start", d.acked, d.arrived, d.last.Seconds())
 	if rate := d.rate(); rate > 0 {
-		return s + fmt.Sprintf(": **%.0f events/s delivered**", rate)
+		return s + fmt.Sprintf(": **%.0f events/s delivered** (in that time the sink got %d distinct events in all, the warmup's backlog included: %.0f/s)",
+			rate, d.all, float64(d.all)/d.last.Seconds())
 	}
 	return s + ": incomplete (raise -drain-wait)"
 }
