@@ -95,7 +95,7 @@ type configResult struct {
 	sinkRetries       int64
 	inlineSigned      int64
 	caddyCPU          time.Duration // Caddy's CPU time during the measured window
-	clientCPU         time.Duration // the bench's (client and sink) CPU time during the window
+	clientCPU         time.Duration // the bench's (client and in-process sink) CPU time during the window
 	redisCPU          time.Duration // redis-server's CPU time during the window (redis configs)
 	sinkCPU           time.Duration // the sink Caddy's CPU time during the window (-sink caddy)
 	caddyErrors       []string
@@ -130,11 +130,11 @@ func runMatrix(o options, factory *eventFactory) error {
 	for r := range runs {
 		start := readCPUTimes()
 		runs[r] = make([]configResult, len(selected))
+		if rounds > 1 {
+			progressf("round %d of %d", r+1, rounds)
+		}
 		for k := range selected {
 			i := (k + r) % len(selected) // round r starts with the r-th config, so none always goes first
-			if rounds > 1 {
-				progressf("round %d of %d", r+1, rounds)
-			}
 			res, err := runFresh(o, selected[i], source)
 			if err != nil {
 				return err
