@@ -67,7 +67,7 @@ func parseFlags() options {
 	flag.StringVar(&o.only, "only", "", "comma-separated configs to run (default all: "+strings.Join(configNames(), ",")+", then "+metricsPairName+": the metrics on/off pair)")
 	flag.IntVar(&o.metricsRounds, "metrics-rounds", 4, "the metrics pair: rounds of hookgate-sync with metrics on and with metrics off, alternated, each going first in half of them (0 skips the pair unless -only names it)")
 	flag.IntVar(&o.presign, "presign", 500000, "requests signed before each config's load, so the load loop does not sign; later ones are signed inline")
-	flag.DurationVar(&o.drainWait, "drain-wait", 30*time.Second, "async: how long to wait after the load for the queue to reach the sink")
+	flag.DurationVar(&o.drainWait, "drain-wait", 2*time.Minute, "async: how long at most to wait after the load for the queue to reach the sink (the delivered figure needs every event acknowledged in the window delivered)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "directory: save a CPU profile of Caddy (admin /debug/pprof) during each hookgate config's measured time, and a heap profile after it; in ledger mode a heap profile after the load and a CPU profile of the drain")
 
 	flag.BoolVar(&o.ledger, "ledger", false, "ledger mode: push -events through one hookgate, report RSS and disk use, then run the disk-growth check")
