@@ -11,6 +11,10 @@ import (
 // its figures say more about the neighbours than about hookgate.
 const highSteal = 5.0
 
+// highIOWait is the iowait share above which a window is flagged: the CPUs sat idle waiting on
+// a disk a neighbour keeps busy, which stalls every fsync of the ledger.
+const highIOWait = 20.0
+
 // cpuTimes is the machine's CPU time so far, from /proc/stat's "cpu" line, in ticks.
 type cpuTimes struct {
 	total, iowait, steal uint64
@@ -73,10 +77,13 @@ func (s cpuShare) String() string {
 	return fmt.Sprintf("%.1f", s.steal)
 }
 
-// iowaitText is the iowait %, or "?".
+// iowaitText is the iowait %, marked when high; "?" when unknown.
 func (s cpuShare) iowaitText() string {
 	if !s.ok {
 		return "?"
+	}
+	if s.iowait >= highIOWait {
+		return fmt.Sprintf("%.1f ⚠", s.iowait)
 	}
 	return fmt.Sprintf("%.1f", s.iowait)
 }

@@ -21,8 +21,8 @@ func printMatrix(o options, runs [][]configResult, machine []cpuShare) {
 	if len(runs) > 1 {
 		order = fmt.Sprintf("one after another in %d rounds, each round starting with the next config", len(runs))
 	}
-	fmt.Printf("Configs run %s, each a fresh Caddy; %v warmup + %v measured; concurrency %d, %s; %d-byte signed JSON bodies, unique event IDs; upstream: %s. Steal and iowait: the machine's, from /proc/stat, during the measured window (⚠ at ≥ %.0f %% steal).\n\n",
-		order, o.warmup, o.duration, o.concurrency, load, o.bodySize, upstream, highSteal)
+	fmt.Printf("Configs run %s, each a fresh Caddy; %v warmup + %v measured; concurrency %d, %s; %d-byte signed JSON bodies, unique event IDs; upstream: %s. Steal and iowait: the machine's, from /proc/stat, during the measured window (⚠ at ≥ %.0f %% steal, ≥ %.0f %% iowait).\n\n",
+		order, o.warmup, o.duration, o.concurrency, load, o.bodySize, upstream, highSteal, highIOWait)
 	fmt.Println("| round | config | requests | req/s | p50 ms | p99 ms | max ms | errors / non-2xx | Caddy CPU µs/req | client CPU µs/req | steal % | iowait % | idle RSS MiB | RSS after MiB | peak RSS (VmHWM) MiB |")
 	fmt.Println("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, round := range runs {
