@@ -37,9 +37,9 @@ func printMatrix(o options, runs [][]configResult, machine []cpuShare) {
 	if len(runs) > 1 {
 		var parts []string
 		for r, m := range machine {
-			parts = append(parts, fmt.Sprintf("round %d %s %% (iowait %s %%)", r+1, m, m.iowaitText()))
+			parts = append(parts, fmt.Sprintf("round %d %s / %s", r+1, m, m.iowaitText()))
 		}
-		fmt.Printf("- Steal over each whole round: %s.\n", strings.Join(parts, "; "))
+		fmt.Printf("- Steal / iowait over each whole round, %%: %s.\n", strings.Join(parts, "; "))
 	}
 	for _, round := range runs {
 		for _, r := range round {
