@@ -112,11 +112,12 @@ func (s *eventSource) rewind() {
 	s.inline.Store(0)
 }
 
-// take returns the next event's headers and body, or ok=false once limit events were handed out.
-func (s *eventSource) take() (header http.Header, body []byte, ok bool) {
-	seq := s.next.Add(1) - 1
+// take returns the next event's sequence number, headers and body, or ok=false once limit events
+// were handed out.
+func (s *eventSource) take() (seq uint64, header http.Header, body []byte, ok bool) {
+	seq = s.next.Add(1) - 1
 	if s.limit > 0 && seq >= s.limit {
-		return nil, nil, false
+		return seq, nil, nil, false
 	}
 	var signature, timestamp string
 	if seq < uint64(len(s.presigned)) && time.Since(s.presignedAt) < maxPresignAge {
@@ -134,5 +135,5 @@ func (s *eventSource) take() (header http.Header, body []byte, ok bool) {
 		"Webhook-Timestamp": {timestamp},
 		"Webhook-Signature": {signature},
 	}
-	return header, s.factory.body(seq), true
+	return seq, header, s.factory.body(seq), true
 }

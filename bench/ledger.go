@@ -55,7 +55,7 @@ func runBulkEvents(o options, factory *eventFactory, c benchConfig) error {
 	}
 	if c.async {
 		progressf("waiting up to %v for the queue to drain (%d of %d delivered)", o.ledgerDrainWait, delivered, res.total2xx)
-		drainTook = stream.sink.waitDistinct(res.total2xx, o.ledgerDrainWait)
+		drainTook = waitDistinct(stream.sink, res.total2xx, o.ledgerDrainWait)
 		delivered = stream.sink.distinct.Load()
 	}
 	afterDrainRSS, afterDrainDisk := stream.proc.rss(), mustDiskUsage(stream.proc.ledgerDir())

@@ -35,14 +35,16 @@ type loadCounters struct {
 
 // loadResult describes the measured window of a load.
 type loadResult struct {
-	requests   int64         // answered inside the window, any status
-	window     time.Duration // the window's actual length
-	p50, p99   time.Duration
-	maxLatency time.Duration
-	errors     int64         // transport errors inside the window
-	non2xx     map[int]int64 // status -> count inside the window
-	total2xx   int64         // 2xx answers over the whole load, warmup included
-	firstError string
+	requests    int64 // answered inside the window, any status
+	windowStart time.Time
+	window      time.Duration // the window's actual length
+	acked       []uint64      // sequence numbers of the events answered 2xx inside the window
+	p50, p99    time.Duration
+	maxLatency  time.Duration
+	errors      int64         // transport errors inside the window
+	non2xx      map[int]int64 // status -> count inside the window
+	total2xx    int64         // 2xx answers over the whole load, warmup included
+	firstError  string
 }
 
 // throughput is requests per second in the window.
@@ -79,6 +81,7 @@ func newClient(concurrency int) *http.Client {
 // workerLog is one worker's record of its measured requests.
 type workerLog struct {
 	latencies  []int64 // nanoseconds
+	acked      []uint64
 	errors     int64
 	non2xx     map[int]int64
 	firstError string
@@ -114,7 +117,7 @@ func runLoad(plan loadPlan) loadResult {
 					case <-tokens:
 					}
 				}
-				header, body, ok := plan.source.take()
+				seq, header, body, ok := plan.source.take()
 				if !ok {
 					return
 				}
@@ -140,6 +143,8 @@ func runLoad(plan loadPlan) loadResult {
 					}
 				case status/100 != 2:
 					log.non2xx[status]++
+				default:
+					log.acked = append(log.acked, seq)
 				}
 			}
 		})
@@ -207,10 +212,11 @@ func storeMax(v *atomic.Int64, n int64) {
 
 // summarise merges the workers' logs of the window [windowStart, lastDone].
 func summarise(logs []*workerLog, windowStart, lastDone time.Time, total2xx int64) loadResult {
-	res := loadResult{non2xx: map[int]int64{}, total2xx: total2xx}
+	res := loadResult{non2xx: map[int]int64{}, total2xx: total2xx, windowStart: windowStart}
 	var all []int64
 	for _, l := range logs {
 		all = append(all, l.latencies...)
+		res.acked = append(res.acked, l.acked...)
 		res.errors += l.errors
 		for status, n := range l.non2xx {
 			res.non2xx[status] += n

@@ -6,6 +6,7 @@
 //	go run ./bench                    # the seven configs, 2s warmup + 10s each
 //	go run ./bench -only hookgate-async -cpuprofile /tmp/prof
 //	go run ./bench -rate 1000         # latency at the same offered load for every config
+//	go run ./bench -rounds 5 -only respond,reverse_proxy,hookgate-sync,hookgate-async
 //	go run ./bench -ledger            # 1M events, then a 12m disk-growth run
 //
 // Every process binds 127.0.0.1 only, and every phase is bounded in time.
@@ -32,6 +33,10 @@ type options struct {
 	drainWait   time.Duration
 	cpuProfile  string
 	rate        float64
+	// rounds is how many times each selected config runs, in alternating rounds.
+	rounds int
+	// sink is the upstream: "bench" (in-process) or sinkCaddy.
+	sink string
 	// metricsRounds is how many times the metrics pair runs each of its two configs.
 	metricsRounds int
 
@@ -57,10 +62,12 @@ func parseFlags() options {
 	flag.IntVar(&o.concurrency, "concurrency", 64, "concurrent client connections (closed loop)")
 	flag.IntVar(&o.bodySize, "body", 1024, "request body size in bytes (JSON carrying a unique event ID)")
 	flag.Float64Var(&o.rate, "rate", 0, "requests per second per config, all workers together (0 = closed loop, as fast as possible); compare latency at a rate every config sustains")
+	flag.IntVar(&o.rounds, "rounds", 1, "run the selected configs this many times in rounds, one config after another, each round starting with the next config; prints each run, the median (min–max) per config and each ratio's median over the rounds' ratios")
+	flag.StringVar(&o.sink, "sink", "bench", "the upstream of reverse_proxy and of async delivery: bench (in-process, its CPU in the client's column) or "+sinkCaddy+" (a second Caddy answering `respond 200`, its access log read after the load)")
 	flag.StringVar(&o.only, "only", "", "comma-separated configs to run (default all: "+strings.Join(configNames(), ",")+", then "+metricsPairName+": the metrics on/off pair)")
 	flag.IntVar(&o.metricsRounds, "metrics-rounds", 4, "the metrics pair: rounds of hookgate-sync with metrics on and with metrics off, alternated, each going first in half of them (0 skips the pair unless -only names it)")
 	flag.IntVar(&o.presign, "presign", 500000, "requests signed before each config's load, so the load loop does not sign; later ones are signed inline")
-	flag.DurationVar(&o.drainWait, "drain-wait", 30*time.Second, "async: how long to wait after the load for the queue to reach the sink")
+	flag.DurationVar(&o.drainWait, "drain-wait", 2*time.Minute, "async: how long at most to wait after the load for the queue to reach the sink (the delivered figure needs every event acknowledged in the window delivered)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "directory: save a CPU profile of Caddy (admin /debug/pprof) during each hookgate config's measured time, and a heap profile after it; in ledger mode a heap profile after the load and a CPU profile of the drain")
 
 	flag.BoolVar(&o.ledger, "ledger", false, "ledger mode: push -events through one hookgate, report RSS and disk use, then run the disk-growth check")
@@ -77,6 +84,9 @@ func parseFlags() options {
 	flag.Int64Var(&o.memoryLimit, "memory-limit", 0, "ledger mode: run Caddy in a memory cgroup capped at this many MiB, as an edge container would be (Linux, root; 0 = no cap)")
 	flag.Parse()
 	o.memoryLimit <<= 20
+	if o.sink != "bench" && o.sink != sinkCaddy {
+		fatalf("-sink must be bench or %s, not %q", sinkCaddy, o.sink)
+	}
 	return o
 }
 

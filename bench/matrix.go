@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 )
@@ -96,10 +95,14 @@ type configResult struct {
 	sinkRetries       int64
 	inlineSigned      int64
 	caddyCPU          time.Duration // Caddy's CPU time during the measured window
-	clientCPU         time.Duration // the bench's (client and sink) CPU time during the window
+	clientCPU         time.Duration // the bench's (client and in-process sink) CPU time during the window
 	redisCPU          time.Duration // redis-server's CPU time during the window (redis configs)
+	sinkCPU           time.Duration // the sink Caddy's CPU time during the window (-sink caddy)
 	caddyErrors       []string
 	backlog           backlogPeak // async: the largest backlog the admin API showed
+	round             int         // 1-based
+	machine           cpuShare    // the machine's steal and iowait during the window
+	delivery          delivery    // async: what became of the events acknowledged in the window
 }
 
 // runMatrix runs the selected configs one after another and prints the tables, then the
@@ -121,16 +124,28 @@ func runMatrix(o options, factory *eventFactory) error {
 		}
 	}
 	source := &eventSource{factory: factory}
-	var results []configResult
-	for _, c := range selected {
-		res, err := runFresh(o, c, source)
-		if err != nil {
-			return err
+	rounds := max(o.rounds, 1)
+	runs := make([][]configResult, rounds) // by round, then in the order of selected
+	machine := make([]cpuShare, rounds)
+	for r := range runs {
+		start := readCPUTimes()
+		runs[r] = make([]configResult, len(selected))
+		if rounds > 1 {
+			progressf("round %d of %d", r+1, rounds)
 		}
-		results = append(results, res)
+		for k := range selected {
+			i := (k + r) % len(selected) // round r starts with the r-th config, so none always goes first
+			res, err := runFresh(o, selected[i], source)
+			if err != nil {
+				return err
+			}
+			res.round = r + 1
+			runs[r][i] = res
+		}
+		machine[r] = readCPUTimes().since(start)
 	}
-	if len(results) > 0 {
-		printMatrix(o, results)
+	if len(selected) > 0 {
+		printMatrix(o, runs, machine)
 	}
 	if pair {
 		return runMetricsPair(o, source)
@@ -157,7 +172,7 @@ func runFresh(o options, c benchConfig, source *eventSource) (configResult, erro
 // runConfig starts Caddy with config c, measures it, and stops it.
 func runConfig(o options, c benchConfig, source *eventSource) (configResult, error) {
 	res := configResult{name: c.name, async: c.async}
-	s, err := startSink()
+	s, err := startUpstream(o)
 	if err != nil {
 		return res, err
 	}
@@ -189,22 +204,31 @@ func runConfig(o options, c benchConfig, source *eventSource) (configResult, err
 	}
 	target := &url.URL{Scheme: "http", Host: p.siteAddr(), Path: "/hooks/bench"}
 	progressf("%s: %v warmup + %v measured, concurrency %d", c.name, o.warmup, o.duration, o.concurrency)
-	cpuAtWindowStart := make(chan [3]time.Duration, 1) // Caddy's, the bench's and Redis's CPU time
-	time.AfterFunc(o.warmup, func() { cpuAtWindowStart <- [3]time.Duration{p.cpuTime(), selfCPUTime(), redisCPU()} })
+	type mark struct {
+		caddy, client, redis, sink time.Duration
+		machine                    cpuTimes
+	}
+	atWindowStart := make(chan mark, 1)
+	time.AfterFunc(o.warmup, func() {
+		atWindowStart <- mark{p.cpuTime(), selfCPUTime(), redisCPU(), s.cpuTime(), readCPUTimes()}
+	})
 	res.load = runLoad(loadPlan{target: target, concurrency: o.concurrency, warmup: o.warmup, duration: o.duration, rate: o.rate, source: source})
+	stopped := time.Now()
 	select {
-	case start := <-cpuAtWindowStart:
-		res.caddyCPU, res.clientCPU, res.redisCPU = p.cpuTime()-start[0], selfCPUTime()-start[1], redisCPU()-start[2]
+	case start := <-atWindowStart:
+		res.caddyCPU, res.clientCPU, res.redisCPU = p.cpuTime()-start.caddy, selfCPUTime()-start.client, redisCPU()-start.redis
+		res.sinkCPU, res.machine = s.cpuTime()-start.sink, readCPUTimes().since(start.machine)
 	case <-time.After(time.Second): // cannot happen: the load outlasts the warmup
 	}
 	res.inlineSigned = source.inline.Load()
-	res.sinkAtEnd = s.distinct.Load()
 	if c.async {
-		res.drainTook = s.waitDistinct(res.load.total2xx, o.drainWait)
-		res.sinkAfterDrain = s.distinct.Load()
-		res.sinkRetries = s.retries.Load()
+		res.drainTook = waitDistinct(s, res.load.total2xx, o.drainWait)
+		got := s.received()
+		res.sinkAtEnd, res.sinkAfterDrain, res.sinkRetries = got.arrivedBy(stopped), got.distinct.Load(), got.retries.Load()
+		res.delivery = got.deliveryOf(res.load.acked, res.load.windowStart)
 		res.backlog = watch.stop()
 	}
+	res.load.acked = nil // only the delivery needed them
 	res.afterRSS = p.rss()
 	res.peakRSS = p.mustMemory("VmHWM")
 	if o.cpuProfile != "" && c.hookgate {
@@ -216,7 +240,10 @@ func runConfig(o options, c benchConfig, source *eventSource) (configResult, err
 		}
 	}
 	res.caddyErrors = p.errorLines(5)
-	progressf("%s: %.0f req/s, p99 %s ms, %d failures", c.name, res.load.throughput(), millis(res.load.p99), res.load.failures())
+	progressf("%s: %.0f req/s, p99 %s ms, %d failures, steal %s %%", c.name, res.load.throughput(), millis(res.load.p99), res.load.failures(), res.machine)
+	if c.async {
+		progressf("%s delivered: %s", c.name, res.delivery)
+	}
 	return res, nil
 }
 
@@ -229,107 +256,4 @@ func profileDuringWindow(o options, p *caddyProcess, path string) {
 		return
 	}
 	progressf("cpu profile (%v) saved to %s; read it with: go tool pprof -top %s %s", length, path, o.caddy, path)
-}
-
-// printMatrix prints the results table, the async delivery notes and the ratios vs targets.
-func printMatrix(o options, results []configResult) {
-	load := "closed loop (each worker sends its next request when the last is answered)"
-	if o.rate > 0 {
-		load = fmt.Sprintf("paced at %.0f requests/s in all", o.rate)
-	}
-	fmt.Printf("Configs run one after another, each a fresh Caddy; %v warmup + %v measured; concurrency %d, %s; %d-byte signed JSON bodies, unique event IDs.\n\n",
-		o.warmup, o.duration, o.concurrency, load, o.bodySize)
-	fmt.Println("| config | requests | req/s | p50 ms | p99 ms | max ms | errors / non-2xx | Caddy CPU µs/req | client CPU µs/req | idle RSS MiB | RSS after MiB | peak RSS (VmHWM) MiB |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-	byName := map[string]configResult{}
-	for _, r := range results {
-		byName[r.name] = r
-		fmt.Printf("| %s | %d | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.name, r.load.requests, r.load.throughput(),
-			millis(r.load.p50), millis(r.load.p99), millis(r.load.maxLatency), failureText(r.load),
-			perRequest(r.caddyCPU, r.load.requests), perRequest(r.clientCPU, r.load.requests), r.idleRSS, r.afterRSS, mib(r.peakRSS))
-	}
-	fmt.Println()
-	for _, r := range results {
-		if r.async {
-			fmt.Printf("- %s delivery: %d events acknowledged (202, warmup included); the sink had %d distinct when the load stopped, %d after waiting %v (limit %v); %d redeliveries (Hookgate-Attempt > 1).\n",
-				r.name, r.load.total2xx, r.sinkAtEnd, r.sinkAfterDrain, r.drainTook.Round(10*time.Millisecond), o.drainWait, r.sinkRetries)
-			fmt.Printf("- %s backlog: %s; %d answers 503 in the measured window.\n", r.name, r.backlog, r.load.non2xx[503])
-		}
-		if r.redisCPU > 0 {
-			fmt.Printf("- %s: redis-server used %s µs of CPU per request in the measured window (on the same cores as Caddy and the bench).\n",
-				r.name, perRequest(r.redisCPU, r.load.requests))
-		}
-		if r.inlineSigned > 0 {
-			fmt.Printf("- %s: %d requests were signed inline (the %d pre-signed ran out or aged).\n", r.name, r.inlineSigned, o.presign)
-		}
-		if r.load.firstError != "" {
-			fmt.Printf("- %s: first transport error: %s\n", r.name, r.load.firstError)
-		}
-		for _, line := range r.caddyErrors {
-			fmt.Printf("- %s: Caddy logged: `%s`\n", r.name, strings.TrimSpace(line))
-		}
-	}
-	printRatios(byName)
-}
-
-// perRequest is CPU time per request in microseconds.
-func perRequest(cpu time.Duration, requests int64) string {
-	if requests == 0 || cpu == 0 {
-		return "?"
-	}
-	return fmt.Sprintf("%.0f", float64(cpu.Microseconds())/float64(requests))
-}
-
-// failureText is "0", or the transport errors and non-2xx statuses.
-func failureText(r loadResult) string {
-	if r.failures() == 0 {
-		return "0"
-	}
-	var parts []string
-	if r.errors > 0 {
-		parts = append(parts, fmt.Sprintf("%d errors", r.errors))
-	}
-	var statuses []int
-	for s := range r.non2xx {
-		statuses = append(statuses, s)
-	}
-	slices.Sort(statuses)
-	for _, s := range statuses {
-		parts = append(parts, fmt.Sprintf("%d×%d", r.non2xx[s], s))
-	}
-	return strings.Join(parts, ", ")
-}
-
-// printRatios compares hookgate with the bare config it extends, against the targets.
-func printRatios(byName map[string]configResult) {
-	type pair struct{ hookgate, bare string }
-	pairs := []pair{{"hookgate-sync", "reverse_proxy"}, {"hookgate-async", "respond"},
-		{"hookgate-sync-redis", "reverse_proxy"}, {"hookgate-async-redis", "respond"},
-		{"hookgate-sync-redis", "hookgate-sync"}, {"hookgate-async-redis", "hookgate-async"}}
-	targets := map[pair]float64{pairs[0]: 0.85, pairs[1]: 0.80, pairs[2]: 0.85, pairs[3]: 0.80, pairs[4]: 0.80, pairs[5]: 0.80}
-	header := "\n| comparison | throughput ratio | target | p99 added ms | target | idle RSS MiB | target |\n|---|---:|---:|---:|---:|---:|---:|"
-	for _, pr := range pairs {
-		h, okH := byName[pr.hookgate]
-		b, okB := byName[pr.bare]
-		if !okH || !okB || b.load.throughput() == 0 {
-			continue
-		}
-		if header != "" {
-			fmt.Println(header)
-			header = ""
-		}
-		ratio := h.load.throughput() / b.load.throughput()
-		added := h.load.p99 - b.load.p99
-		fmt.Printf("| %s / %s | %.2f %s | ≥ %.2f | %s %s | ≤ 2 | %s %s | ≤ 64 |\n", pr.hookgate, pr.bare,
-			ratio, verdict(ratio >= targets[pr]), targets[pr],
-			millis(added), verdict(added <= 2*time.Millisecond), mib(h.idleRSS.total), verdict(h.idleRSS.total <= 64<<20))
-	}
-}
-
-// verdict marks a value as meeting its target or not.
-func verdict(met bool) string {
-	if met {
-		return "✅"
-	}
-	return "❌"
 }

@@ -7,23 +7,27 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
-// sink is the upstream every proxied or forwarded request lands on: an in-process HTTP server on
-// loopback that reads the body, answers 200 at once, and counts what it received.
+// upstream is what every proxied or forwarded request lands on: the bench's in-process sink or,
+// with -sink caddy, a second Caddy answering 200 (caddysink.go).
+type upstream interface {
+	addr() string
+	// received brings the record of arrivals up to date and returns it.
+	received() *arrivals
+	// cpuTime is the CPU time of the upstream's own process so far (0 for the in-process sink,
+	// whose CPU the client's column counts).
+	cpuTime() time.Duration
+	close()
+}
+
+// sink is the default upstream: an in-process HTTP server on loopback that reads the body,
+// answers 200 at once, and records when each event first arrived.
 type sink struct {
+	arrivals
 	server   *http.Server
 	listener net.Listener
-
-	requests atomic.Int64 // every request, duplicates included
-	distinct atomic.Int64 // distinct bench event IDs (Hookgate-Event-Id, else Webhook-Id)
-	retries  atomic.Int64 // requests carrying Hookgate-Attempt > 1
-
-	mu   sync.Mutex
-	seen []uint64 // bitset over event sequence numbers
 }
 
 // startSink listens on a free loopback port and serves until close.
@@ -41,46 +45,19 @@ func startSink() (*sink, error) {
 // addr is the sink's host:port.
 func (s *sink) addr() string { return s.listener.Addr().String() }
 
+func (s *sink) received() *arrivals { return &s.arrivals }
+
+func (s *sink) cpuTime() time.Duration { return 0 }
+
 // ServeHTTP drains the body, notes the event and answers 200 with an empty body.
 func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, r.Body)
-	s.requests.Add(1)
 	id := r.Header.Get("Hookgate-Event-Id")
 	if id == "" {
 		id = r.Header.Get("Webhook-Id")
 	}
-	if seq, ok := parseEventID(id); ok && s.markSeen(seq) {
-		s.distinct.Add(1)
-	}
-	if attempt, _ := strconv.Atoi(r.Header.Get("Hookgate-Attempt")); attempt > 1 {
-		s.retries.Add(1)
-	}
+	s.note(id, r.Header.Get("Hookgate-Attempt"), time.Now().UnixNano())
 	w.WriteHeader(http.StatusOK)
-}
-
-// markSeen records seq and reports whether it is new.
-func (s *sink) markSeen(seq uint64) bool {
-	word, bit := seq/64, uint64(1)<<(seq%64)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for uint64(len(s.seen)) <= word {
-		s.seen = append(s.seen, make([]uint64, max(len(s.seen), 1024))...)
-	}
-	if s.seen[word]&bit != 0 {
-		return false
-	}
-	s.seen[word] |= bit
-	return true
-}
-
-// waitDistinct waits until the sink has seen want distinct events or timeout passes, and says
-// how long it waited.
-func (s *sink) waitDistinct(want int64, timeout time.Duration) time.Duration {
-	start := time.Now()
-	for s.distinct.Load() < want && time.Since(start) < timeout {
-		time.Sleep(50 * time.Millisecond)
-	}
-	return time.Since(start)
 }
 
 // close stops the server.
@@ -88,6 +65,24 @@ func (s *sink) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = s.server.Shutdown(ctx)
+}
+
+// startUpstream starts the upstream -sink names.
+func startUpstream(o options) (upstream, error) {
+	if o.sink == sinkCaddy {
+		return startCaddySink(o.caddy)
+	}
+	return startSink()
+}
+
+// waitDistinct waits until u has seen want distinct events or timeout passes, and says how long
+// it waited.
+func waitDistinct(u upstream, want int64, timeout time.Duration) time.Duration {
+	start := time.Now()
+	for u.received().distinct.Load() < want && time.Since(start) < timeout {
+		time.Sleep(50 * time.Millisecond)
+	}
+	return time.Since(start)
 }
 
 // eventIDPrefix starts every bench event ID; a fixed-width sequence number follows.
