@@ -69,7 +69,7 @@ func (h *Handler) enqueue(out *outcome, r *http.Request, body []byte, claim dedu
 	}
 	h.app.notify(routeKey{store: h.ledger.key, name: h.Name})
 	out.accepted()
-	return out.write(http.StatusAccepted, "accepted", receipt{Received: true, ID: ev.ID})
+	return out.acknowledge(ev.ID)
 }
 
 // noteBacklogFull logs once when the route's backlog reaches max_pending and once when it has

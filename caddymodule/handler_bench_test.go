@@ -84,6 +84,7 @@ func newRequestPathFixture(tb testing.TB, async bool, next caddyhttp.Handler) *r
 		verifier: verifier, scheme: verifier.Config().Scheme, ID: presetIDSource(cfg), ledger: pool,
 		app: &App{bodyBudget: 64 << 20}, metricsOff: true, logger: zap.NewNop(),
 	}
+	h.ID.provision()
 	if async {
 		h.Forward = &Forward{URL: "http://127.0.0.1:1"}
 		h.maxPending, h.backlogFull = 1000, new(atomic.Bool)
