@@ -1,10 +1,8 @@
 package caddymodule
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"time"
 
@@ -38,7 +36,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return err
 	}
 	defer held.release() // after the next handler, which is handed the body
-	body, status, err := readBody(r, h.MaxBody)
+	var pooled *handedBody
+	if h.Forward == nil { // an async event's body goes into the ledger, which may keep it
+		pooled = takeBody(r.ContentLength)
+		defer pooled.done()
+	}
+	body, status, err := readBody(r, h.MaxBody, pooled.buffer())
 	if err != nil {
 		return out.reject(status, err)
 	}
@@ -71,7 +74,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return err
 	}
 	out.accepted()
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.Body = pooled.reader(body)
 	rec := &statusRecorder{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
 	rec.own = [2]string{claim.ID, h.scheme}
 	r.Header["Hookgate-Event-Id"] = rec.own[0:1:1] // as Header.Set, in the recorder's allocation
