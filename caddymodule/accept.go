@@ -47,6 +47,8 @@ func (h *Handler) enqueue(out *outcome, r *http.Request, body []byte, claim dedu
 		Scheme:     h.scheme,
 		AcceptedAt: time.Now(),
 	}
+	// Not stored: each delivery recomputes it from the body (deliver/request.go).
+	delete(ev.Header, "Content-Length")
 	if ev.ID == "" { // dedupe off: the queue still needs a key, and the upstream an ID to log
 		ev.ID = randomEventID()
 		out.event(ev.ID, ev.Scheme)
