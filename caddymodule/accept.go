@@ -47,6 +47,8 @@ func (h *Handler) enqueue(out *outcome, r *http.Request, body []byte, claim dedu
 		Scheme:     h.scheme,
 		AcceptedAt: time.Now(),
 	}
+	// Not stored: each delivery recomputes it from the body (deliver/request.go).
+	delete(ev.Header, "Content-Length")
 	if ev.ID == "" { // dedupe off: the queue still needs a key, and the upstream an ID to log
 		ev.ID = randomEventID()
 		out.event(ev.ID, ev.Scheme)
@@ -69,7 +71,7 @@ func (h *Handler) enqueue(out *outcome, r *http.Request, body []byte, claim dedu
 	}
 	h.app.notify(routeKey{store: h.ledger.key, name: h.Name})
 	out.accepted()
-	return out.write(http.StatusAccepted, "accepted", receipt{Received: true, ID: ev.ID})
+	return out.acknowledge(ev.ID)
 }
 
 // noteBacklogFull logs once when the route's backlog reaches max_pending and once when it has

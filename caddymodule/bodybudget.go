@@ -85,17 +85,17 @@ func (r *reservation) release() {
 // Content-Length, or max_body when the length is not known (chunked), and what verifying a body
 // of that size allocates. It answers 413 itself for a declared length over max_body, and 503 when
 // the budget is full; answered is then true.
-func (h *Handler) reserveBody(out *outcome, r *http.Request) (_ *reservation, answered bool, _ error) {
+func (h *Handler) reserveBody(out *outcome, r *http.Request) (_ reservation, answered bool, _ error) {
 	size := r.ContentLength
 	if size > h.MaxBody {
-		return nil, true, out.unread(r).reject(http.StatusRequestEntityTooLarge, errTooLarge(h.MaxBody))
+		return reservation{}, true, out.unread(r).reject(http.StatusRequestEntityTooLarge, errTooLarge(h.MaxBody))
 	}
 	if size < 0 {
 		size = h.MaxBody
 	}
-	held := &reservation{body: size, work: h.verifier.WorkingMemory(size)}
+	held := reservation{body: size, work: h.verifier.WorkingMemory(size)}
 	if !bufferedBodies.reserve(held.body+held.work, h.app.bodyBudget) {
-		return nil, true, out.unread(r).busy(reasonBodyBudget, fmt.Sprintf("busy: the request bodies being received fill the server's body_budget (%s)",
+		return reservation{}, true, out.unread(r).busy(reasonBodyBudget, fmt.Sprintf("busy: the request bodies being received fill the server's body_budget (%s)",
 			humanize.IBytes(uint64(h.app.bodyBudget))))
 	}
 	return held, false, nil

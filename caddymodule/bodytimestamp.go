@@ -12,7 +12,7 @@ import (
 // rather than a header (Linear's webhookTimestamp), that field's freshness: the body is signed,
 // so the field is too, and a captured request replayed later is refused as stale.
 func (h *Handler) verify(msg *verify.Message, now time.Time) (verify.Result, error) {
-	defer h.timeVerify(time.Now())
+	defer h.timeVerify(now) // now is taken just before the call: the verification's start too
 	verified, err := h.verifier.VerifyMessage(msg, now)
 	if err != nil {
 		return verified, err

@@ -44,7 +44,7 @@ func TestUnmarshalCaddyfileEverySubdirective(t *testing.T) {
 		DedupeTTL: caddy.Duration(96 * time.Hour), Lease: caddy.Duration(2 * time.Minute),
 		MaxBody:         2 << 20,
 		ID:              &Source{From: "json", Name: "data.event_id"},
-		Version:         &VersionSource{Entity: Source{"json", "data.task_id"}, Version: Source{"json", "data.version"}},
+		Version:         &VersionSource{Entity: Source{From: "json", Name: "data.task_id"}, Version: Source{From: "json", Name: "data.version"}},
 		Storage:         &Storage{Backend: "badger", Dir: "/var/lib/hookgate"},
 		SignatureHeader: "X-Webhook-Signature", SignatureFormat: "single", Prefix: "sha256=",
 		Encoding: "hex", Algorithm: "sha256", SecretEncoding: "raw", Signed: "{timestamp}.{body}",

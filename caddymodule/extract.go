@@ -56,7 +56,7 @@ func (s *Source) lookup(r *http.Request, body []byte) (string, error) {
 		sum := sha256.Sum256(body)
 		return hex.EncodeToString(sum[:]), nil
 	case "header":
-		v = r.Header.Get(s.Name)
+		v = r.Header.Get(s.key)
 	case "json":
 		if !gjson.ValidBytes(body) {
 			return "", fmt.Errorf("body is not valid JSON")
@@ -71,6 +71,13 @@ func (s *Source) lookup(r *http.Request, body []byte) (string, error) {
 		return "", fmt.Errorf("%s %s is missing", s.describe(), s.Name)
 	}
 	return v, nil
+}
+
+// provision notes a header source's canonical key, so that looking it up allocates nothing.
+func (s *Source) provision() {
+	if s.From == "header" {
+		s.key = http.CanonicalHeaderKey(s.Name)
+	}
 }
 
 func (s *Source) describe() string {

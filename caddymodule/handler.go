@@ -1,10 +1,8 @@
 package caddymodule
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"time"
 
@@ -38,7 +36,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return err
 	}
 	defer held.release() // after the next handler, which is handed the body
-	body, status, err := readBody(r, h.MaxBody)
+	var pooled *handedBody
+	if h.Forward == nil { // an async event's body goes into the ledger, which may keep it
+		pooled = takeBody(r.ContentLength)
+		defer pooled.done()
+	}
+	body, status, err := readBody(r, h.MaxBody, pooled.buffer())
 	if err != nil {
 		return out.reject(status, err)
 	}
@@ -46,12 +49,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	// The public URL, for schemes that sign it (publicurl.go); a timestamp inside the body, for
 	// schemes that sign one there (bodytimestamp.go).
 	msg := h.message(r, body)
-	verified, err := h.verify(msg, time.Now())
+	verified, err := h.verify(&msg, time.Now())
 	held.verified() // verification's own buffers are no longer held (bodybudget.go)
 	if err != nil {
 		return out.reject(http.StatusUnauthorized, err)
 	}
-	if reply, ok := h.verifier.Handshake(verified, msg); ok { // the provider's endpoint check
+	if reply, ok := h.verifier.Handshake(verified, &msg); ok { // the provider's endpoint check
 		return out.handshake(h.scheme, reply)
 	}
 	claim, err := h.claimFor(r, body, verified)
@@ -71,11 +74,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return err
 	}
 	out.accepted()
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.Header.Set("Hookgate-Event-Id", claim.ID)
-	r.Header.Set("Hookgate-Verified", h.scheme)
+	r.Body = pooled.reader(body)
+	rec := &statusRecorder{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
+	rec.own = [2]string{claim.ID, h.scheme}
+	r.Header["Hookgate-Event-Id"] = rec.own[0:1:1] // as Header.Set, in the recorder's allocation
+	r.Header["Hookgate-Verified"] = rec.own[1:2:2]
 	markPassed(r) // so that the directive's strip route keeps them (ownheaders.go)
-	rec := &statusRecorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
 	return h.handOn(out, rec, r, next, claim)
 }
 
@@ -107,24 +111,33 @@ func (h *Handler) handOn(out *outcome, rec *statusRecorder, r *http.Request, nex
 // answerUnlessNew answers the provider itself when the ledger found the event is not new, or
 // could not tell; answered is false when the event is to be handed on.
 func (h *Handler) answerUnlessNew(out *outcome, op string, found dedupe.Outcome, err error) (answered bool, _ error) {
-	var unavailable *unavailableError
-	switch {
-	case errors.As(err, &unavailable): // logged once, where it was found (store.go, diskspace.go)
-		return true, out.busy(unavailableClass(unavailable), unavailable.reason)
-	case errors.Is(err, context.Canceled): // the provider hung up: the ledger is fine
-		h.logger.Debug("ledger "+op+" abandoned by the client", zap.String("route", h.Name), zap.Error(err))
-		return true, out.busy(reasonClientGone, "the request was canceled before the ledger answered")
-	case err != nil:
-		h.logger.Error("ledger "+op+" failed", zap.String("route", h.Name), zap.Error(err))
-		return true, out.busy(reasonLedgerDown, "ledger unavailable")
-	case found == dedupe.Duplicate:
+	if err != nil {
+		return true, h.ledgerFailed(out, op, err)
+	}
+	switch found {
+	case dedupe.Duplicate:
 		return true, out.answer(http.StatusOK, "duplicate", `{"received":true,"duplicate":true}`)
-	case found == dedupe.Stale:
+	case dedupe.Stale:
 		return true, out.answer(http.StatusOK, "stale", `{"received":true,"stale":true}`)
-	case found == dedupe.InFlight:
+	case dedupe.InFlight:
 		return true, out.conflict("a request with this event ID is still being processed")
 	}
 	return false, nil
+}
+
+// ledgerFailed answers 503 when the ledger could not tell whether the event is new. It is apart
+// from answerUnlessNew so that the common case, no error, allocates nothing for errors.As.
+func (h *Handler) ledgerFailed(out *outcome, op string, err error) error {
+	var unavailable *unavailableError
+	switch {
+	case errors.As(err, &unavailable): // logged once, where it was found (store.go, diskspace.go)
+		return out.busy(unavailableClass(unavailable), unavailable.reason)
+	case errors.Is(err, context.Canceled): // the provider hung up: the ledger is fine
+		h.logger.Debug("ledger "+op+" abandoned by the client", zap.String("route", h.Name), zap.Error(err))
+		return out.busy(reasonClientGone, "the request was canceled before the ledger answered")
+	}
+	h.logger.Error("ledger "+op+" failed", zap.String("route", h.Name), zap.Error(err))
+	return out.busy(reasonLedgerDown, "ledger unavailable")
 }
 
 // settle marks the event done when the next handler succeeded, or releases the claim so the
@@ -151,10 +164,12 @@ func processed(status int) bool {
 	return status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests
 }
 
-// statusRecorder notes the status the next handler answered with.
+// statusRecorder notes the status the next handler answered with. It holds the wrapper, and the
+// values of the Hookgate-* headers handed on, in its own allocation.
 type statusRecorder struct {
-	*caddyhttp.ResponseWriterWrapper
+	caddyhttp.ResponseWriterWrapper
 	status int
+	own    [2]string // Hookgate-Event-Id, Hookgate-Verified
 }
 
 func (s *statusRecorder) WriteHeader(code int) {

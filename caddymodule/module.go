@@ -188,6 +188,8 @@ type Source struct {
 	From string `json:"from"`
 	// Name is the header name or the JSON path (gjson syntax); empty for body_sha256.
 	Name string `json:"name,omitempty"`
+
+	key string // a header's canonical key (provision)
 }
 
 // VersionSource locates an event's entity key and its version. Versions are integers or RFC 3339
@@ -243,6 +245,12 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.dedupeDigest = h.idUnsigned()
 	if h.ID == nil && !h.DedupeOff {
 		return fmt.Errorf("hookgate: preset %s has no event ID: set `id header NAME`, `id json PATH` or `id body_sha256`, or `dedupe off`", h.Preset)
+	}
+	if h.ID != nil {
+		h.ID.provision()
+	}
+	for _, s := range h.versionSources() {
+		s.provision()
 	}
 	if h.Name == "" {
 		h.Name = h.Preset

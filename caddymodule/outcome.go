@@ -25,6 +25,10 @@ type outcome struct {
 	status int
 	// class is the refusal's reason class, for metrics (metrics.go).
 	class string
+	// contentType and answer hold the Content-Type's value and a receipt's bytes, so that an
+	// answer allocates nothing beside the outcome.
+	contentType [1]string
+	receipt     [96]byte
 }
 
 const placeholderPrefix = "http.hookgate."
@@ -126,8 +130,40 @@ type receipt struct {
 }
 
 func (o *outcome) write(status int, what string, body any) error {
-	o.result, o.status = what, status
-	o.w.Header().Set("Content-Type", "application/json")
-	o.w.WriteHeader(status)
+	o.header(status, what)
 	return json.NewEncoder(o.w).Encode(body)
+}
+
+// header sends the status of an answer in JSON.
+func (o *outcome) header(status int, what string) {
+	o.result, o.status = what, status
+	o.contentType[0] = "application/json"
+	o.w.Header()["Content-Type"] = o.contentType[:] // as Header.Set
+	o.w.WriteHeader(status)
+}
+
+// acknowledge answers 202 with the receipt of event id: the bytes json.Encoder writes for
+// receipt{Received: true, ID: id}, laid out by hand when id needs no escaping.
+func (o *outcome) acknowledge(id string) error {
+	if !plainJSON(id) {
+		return o.write(http.StatusAccepted, "accepted", receipt{Received: true, ID: id})
+	}
+	o.header(http.StatusAccepted, "accepted")
+	b := append(o.receipt[:0], `{"received":true,"id":"`...)
+	b = append(b, id...)
+	b = append(b, "\"}\n"...)
+	_, err := o.w.Write(b)
+	return err
+}
+
+// plainJSON reports whether s is written in JSON as it is: printable ASCII that encoding/json
+// (HTML-safe, as json.Encoder writes) does not escape.
+func plainJSON(s string) bool {
+	for i := range len(s) {
+		switch c := s[i]; {
+		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
 }

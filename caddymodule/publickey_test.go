@@ -106,7 +106,7 @@ func TestPublicKeyAndURLProvisionErrors(t *testing.T) {
 			expectProvisionRefused(t, tc.h, tc.wantErr, "s3cr3t-value")
 		})
 	}
-	h := Handler{Version: &VersionSource{Entity: Source{From: "body_sha256"}, Version: Source{"json", "v"}}}
+	h := Handler{Version: &VersionSource{Entity: Source{From: "body_sha256"}, Version: Source{From: "json", Name: "v"}}}
 	if err := h.Validate(); err == nil || !strings.Contains(err.Error(), "must be `header NAME` or `json PATH`") {
 		t.Fatalf("version entity from body_sha256: %v, want it refused", err)
 	}

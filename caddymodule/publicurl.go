@@ -36,8 +36,8 @@ func (h *Handler) checkPublicURL() error {
 }
 
 // message is the request as the scheme signs it: the method and public URL only when it signs them.
-func (h *Handler) message(r *http.Request, body []byte) *verify.Message {
-	m := &verify.Message{Header: r.Header, Body: body}
+func (h *Handler) message(r *http.Request, body []byte) verify.Message {
+	m := verify.Message{Header: r.Header, Body: body}
 	if h.signsURL {
 		original := originalRequest(r)
 		m.Method, m.URL = original.Method, h.publicURL(r, original.RequestURI)

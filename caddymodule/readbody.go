@@ -27,11 +27,17 @@ func (o *outcome) unread(r *http.Request) *outcome {
 }
 
 // readBody reads the raw body into one buffer, sized once from Content-Length, which reserveBody
-// has held to max. A body of unknown length (chunked) goes into a buffer that doubles, up to
-// max+1 bytes at most, and is refused with 413 past max.
-func readBody(r *http.Request, max int64) ([]byte, int, error) {
+// has held to max: into, when it has room (a pooled buffer, handedbody.go). A body of unknown
+// length (chunked) goes into a buffer that doubles, up to max+1 bytes at most, and is refused
+// with 413 past max.
+func readBody(r *http.Request, max int64, into []byte) ([]byte, int, error) {
 	if r.ContentLength >= 0 {
-		body := make([]byte, r.ContentLength)
+		var body []byte
+		if int64(cap(into)) >= r.ContentLength {
+			body = into[:r.ContentLength]
+		} else {
+			body = make([]byte, r.ContentLength)
+		}
 		if _, err := io.ReadFull(r.Body, body); err != nil {
 			return nil, http.StatusBadRequest, errReadingBody
 		}

@@ -18,12 +18,17 @@ func (h *Handler) logRequest(out *outcome, r *http.Request) {
 	if out.result == "" {
 		return
 	}
-	level, msg := zapcore.DebugLevel, "webhook "+out.result
+	level := zapcore.DebugLevel
 	if out.result == "rejected" {
 		level = zapcore.InfoLevel
 	}
-	line := h.logger.Check(level, msg)
-	if line == nil { // the common case, an accepted request with DEBUG off, costs nothing more
+	// The common case, an accepted request with DEBUG off, costs nothing more: not even the
+	// message's concatenation.
+	if !h.logger.Core().Enabled(level) {
+		return
+	}
+	line := h.logger.Check(level, "webhook "+out.result)
+	if line == nil {
 		return
 	}
 	fields := []zap.Field{zap.String("route", h.Name), zap.String("outcome", out.result), zap.String("client_ip", clientIP(r))}
