@@ -51,7 +51,8 @@ type Config struct {
 	// Default 30s.
 	Timeout time.Duration
 	// Workers bounds the attempts in flight at once. As many more events may be waiting for
-	// their outcome to be recorded, and as many be leased ahead, ready to start. Default 16.
+	// their outcome to be recorded, and twice as many be leased ahead, ready to start.
+	// Default 16.
 	Workers int
 	// Schedule is the delay before retry k (k = 1, 2, …), before jitter; the last entry repeats.
 	// Default 10s, 30s, 2m, 10m, 30m, 2h.

@@ -21,6 +21,11 @@ const (
 	// maxLeaseBackoff is the longest the loop waits after failed Leases (doubling from
 	// pollInterval) before it tries again.
 	maxLeaseBackoff = 30 * time.Second
+	// leaseAhead is how many events per worker may wait leased, not yet started. More would
+	// make bigger Leases, but an event waits for about leaseAhead attempts per worker before
+	// its own starts, and one that waits past its lease's usable part (leaseMargin minus
+	// startMargin: 20 s) is leased again for nothing.
+	leaseAhead = 2
 )
 
 // Status is a Deliverer's state, for operators (the JSON names are for the admin API).

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/hookgate/hookgate/dedupe"
 )
 
@@ -51,7 +53,9 @@ func (d *Deliverer) dispatch(now time.Time) {
 		next := d.ready[0]
 		s := d.settingsAfterLease(next.leasedWith)
 		if next.until.Sub(now) < s.cfg.Timeout+startMargin {
-			d.ready = slices.Delete(d.ready, 0, 1) // left to lapse
+			d.ready = slices.Delete(d.ready, 0, 1)
+			d.logger.Debug("event leased ahead waited too long to start; left to come due again after its lease",
+				zap.String("event_id", next.ev.ID), zap.Time("lease_end", next.until))
 			continue
 		}
 		ev := next.ev

@@ -86,11 +86,12 @@ func (d *Deliverer) leaseDue(ctx context.Context) (wait time.Duration, err error
 }
 
 // leaseRoom is how many events to lease now (d.mu held), and, when none, how long until a
-// paused upstream may be probed (0 if unknown). Up to Workers events are leased ahead, so a
-// worker whose attempt ends starts the next at once instead of waiting for a Lease; they are
-// leased in batches, once half of them have started (or all), not one per finished attempt,
-// as each Lease is a synced write. While the upstream is paused, only a probe is leased, when
-// it may go and none is leased ahead.
+// paused upstream may be probed (0 if unknown). Up to leaseAhead events per worker are leased
+// ahead, so a worker whose attempt ends starts the next at once instead of waiting for a
+// Lease. They are leased in batches of at least Workers (or whatever is due once all have
+// started), not one per finished attempt: each Lease is a synced write, and the loop makes one
+// at a time, so the batch size bounds the drain. While the upstream is paused, only a probe is
+// leased, when it may go and none is leased ahead.
 func (d *Deliverer) leaseRoom(now time.Time) (n int, probeIn time.Duration) {
 	s := d.current
 	if s.invalid != nil {
@@ -104,8 +105,8 @@ func (d *Deliverer) leaseRoom(now time.Time) (n int, probeIn time.Duration) {
 		}
 		return free, probeIn
 	}
-	room := workers - len(d.ready)
-	if len(d.ready) > 0 && room < max(workers/2, 1) {
+	room := leaseAhead*workers - len(d.ready)
+	if len(d.ready) > 0 && room < workers {
 		return 0, 0
 	}
 	return room, 0

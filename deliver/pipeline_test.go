@@ -177,18 +177,19 @@ func TestStopLeavesEventsLeasedAheadToComeDueAgain(t *testing.T) {
 	for i := range events {
 		fake.add(testEvent(fmt.Sprintf("evt_%02d", i), "{}"))
 	}
+	const workers = 2
 	cfg := testConfig(t, up.URL)
-	cfg.Workers = 2
+	cfg.Workers = workers
 	d := New(fake, testNamespace, cfg, nil)
 	d.Start()
-	waitFor(t, 5*time.Second, "2 attempts in flight and 2 events leased ahead", func() bool {
-		return up.count() == 2 && fake.leased(testNamespace) == 4
+	waitFor(t, 5*time.Second, "2 attempts in flight and 4 events leased ahead", func() bool {
+		return up.count() == workers && fake.leased(testNamespace) == workers+leaseAhead*workers
 	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	_ = d.Stop(ctx) // abandons the 2 attempts in flight
-	if n := up.count(); n != 2 {
+	if n := up.count(); n != workers {
 		t.Errorf("upstream got %d requests, want only the 2 in flight at Stop", n)
 	}
 	for i := range events {
