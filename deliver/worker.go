@@ -26,7 +26,7 @@ const (
 // it is tried again. It releases slot as soon as the upstream is done with the event, before
 // the outcome is recorded.
 func (d *Deliverer) process(s *settings, ev *dedupe.Event, until time.Time, slot *upstreamSlot) {
-	logger := d.logger.With(zap.String("event_id", ev.ID))
+	logger := d.logger.WithLazy(zap.String("event_id", ev.ID)) // encoded only if something is logged
 	if ev.Entity != "" && d.supersedeIfOutdated(s, ev, until, slot, logger) {
 		return
 	}
@@ -120,7 +120,7 @@ func (d *Deliverer) recordAttempt(cfg Config, ev *dedupe.Event, result attemptRe
 // of its entity is being worked on; unless a newer version is already delivered, which makes
 // it superseded whatever that other event's fate.
 func (d *Deliverer) postponeUnlessSuperseded(s *settings, ev *dedupe.Event, until time.Time) {
-	logger := d.logger.With(zap.String("event_id", ev.ID))
+	logger := d.logger.WithLazy(zap.String("event_id", ev.ID))
 	if d.supersedeIfOutdated(s, ev, until, nil, logger) {
 		return
 	}
