@@ -227,3 +227,33 @@ func TestEventsLeasedAheadUseTheSettingsOfTheirStart(t *testing.T) {
 		t.Errorf("the replaced upstream got %d requests, the new one %d; want 1 and 1", old.count(), current.count())
 	}
 }
+
+// An entity stays in work until its event's outcome is recorded, not only until the upstream
+// answers: the entity's next event waits, so the upstream gets them in order, and a supersede
+// check after it sees the version just delivered.
+func TestAnEntitysNextEventWaitsForTheOutcomeToBeRecorded(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, ok)
+	out := newHeldUpdateOutbox(t)
+	v1 := testEvent("v1", "{}")
+	v1.Entity, v1.Version = "cus_1", 1
+	out.add(v1)
+	d := startDelivererWithLogger(t, out, testConfig(t, up.URL), nil)
+	released := sync.OnceFunc(func() { close(out.release) })
+	t.Cleanup(released)
+	waitFor(t, 5*time.Second, "v1's outcome waiting on the store", func() bool { return out.arrived.Load() == 1 })
+
+	v2 := testEvent("v2", "{}")
+	v2.Entity, v2.Version = "cus_1", 2
+	out.add(v2)
+	d.Notify()
+	waitFor(t, 5*time.Second, "v2 handled while v1's outcome waits", func() bool { return out.arrived.Load() == 2 })
+	if n := up.count(); n != 1 {
+		t.Fatalf("upstream got %d requests before v1's outcome was recorded, want only v1", n)
+	}
+	released()
+	waitFor(t, 5*time.Second, "both delivered", func() bool { return out.count(testNamespace, dedupe.Delivered) == 2 })
+	if reqs := up.received(); reqs[0].Header.Get("Hookgate-Event-Id") != "v1" || reqs[1].Header.Get("Hookgate-Event-Id") != "v2" {
+		t.Errorf("upstream got %s then %s, want v1 then v2", reqs[0].Header.Get("Hookgate-Event-Id"), reqs[1].Header.Get("Hookgate-Event-Id"))
+	}
+}
