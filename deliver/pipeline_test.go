@@ -35,19 +35,6 @@ func (h *heldUpdateOutbox) Update(ctx context.Context, ev *dedupe.Event, keep ti
 	return h.fakeOutbox.Update(ctx, ev, keep)
 }
 
-// leased counts the pending events of namespace held by a lease that has not ended.
-func (f *fakeOutbox) leased(namespace string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n, now := 0, time.Now()
-	for _, ev := range f.events {
-		if ev.Namespace == namespace && ev.State == dedupe.Pending && ev.LeaseToken > 0 && ev.NextAttempt.After(now) {
-			n++
-		}
-	}
-	return n
-}
-
 // newWavesUpstream answers in waves of size requests: each request waits until its wave is
 // complete, so a wave is answered only once size requests are in flight at once. Requests past
 // the last wave are answered at once.
