@@ -50,8 +50,8 @@ type Config struct {
 	// Timeout bounds one attempt: connecting, sending the event and reading the answer.
 	// Default 30s.
 	Timeout time.Duration
-	// Workers bounds the attempts in flight at once. As many more events may be waiting for
-	// their outcome to be recorded, and twice as many be leased ahead, ready to start.
+	// Workers bounds the attempts in flight at once. Up to Workers more events may be waiting
+	// for their outcome to be recorded, and up to 2×Workers be leased ahead, ready to start.
 	// Default 16.
 	Workers int
 	// Schedule is the delay before retry k (k = 1, 2, …), before jitter; the last entry repeats.
