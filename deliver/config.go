@@ -50,7 +50,9 @@ type Config struct {
 	// Timeout bounds one attempt: connecting, sending the event and reading the answer.
 	// Default 30s.
 	Timeout time.Duration
-	// Workers bounds the attempts in flight at once. Default 16.
+	// Workers bounds the attempts in flight at once. Up to Workers more events may be waiting
+	// for their outcome to be recorded, and up to 2×Workers be leased ahead, ready to start.
+	// Default 16.
 	Workers int
 	// Schedule is the delay before retry k (k = 1, 2, …), before jitter; the last entry repeats.
 	// Default 10s, 30s, 2m, 10m, 30m, 2h.

@@ -21,6 +21,11 @@ const (
 	// maxLeaseBackoff is the longest the loop waits after failed Leases (doubling from
 	// pollInterval) before it tries again.
 	maxLeaseBackoff = 30 * time.Second
+	// leaseAhead is how many events per worker may wait leased, not yet started. More would
+	// make bigger Leases, but an event waits for about leaseAhead attempts per worker before
+	// its own starts, and one that waits past its lease's usable part (leaseMargin minus
+	// startMargin: 20 s) is leased again for nothing.
+	leaseAhead = 2
 )
 
 // Status is a Deliverer's state, for operators (the JSON names are for the admin API).
@@ -30,7 +35,8 @@ type Status struct {
 	// ConsecutiveFailures counts the retryable failures in a row, across events, since the
 	// last delivered attempt.
 	ConsecutiveFailures int `json:"consecutive_failures"`
-	// InFlight is the number of events being worked on now.
+	// InFlight is the number of events being worked on now: attempted, or their outcome being
+	// recorded.
 	InFlight int `json:"in_flight"`
 }
 
@@ -49,16 +55,21 @@ type Deliverer struct {
 	out       dedupe.Outbox
 	namespace string
 	logger    *zap.Logger
-	// wake is signalled, without blocking, by Notify, Configure and every finished event, so the
-	// lease loop looks for due events now.
+	// wake is signalled, without blocking, by Notify, Configure, every started event and every
+	// finished attempt, so the lease loop looks for due events now.
 	wake chan struct{}
-	// attempts counts the workers running, for Stop to wait for.
+	// attempts counts the events started and not yet recorded, for Stop to wait for.
 	attempts sync.WaitGroup
 
-	mu             sync.Mutex
-	current        *settings
-	health         upstreamHealth
-	inFlight       int
+	mu      sync.Mutex
+	current *settings
+	health  upstreamHealth
+	// ready holds the events leased ahead, in the order they are started.
+	ready []leasedEvent
+	// attempting counts the events holding a worker's slot (the upstream's attempts in flight),
+	// recording those whose attempt ended and whose outcome is being recorded.
+	attempting, recording int
+	// entitiesInWork holds the entities one of whose events is attempted or being recorded.
 	entitiesInWork map[string]bool
 	started        bool
 	stopped        bool
@@ -133,6 +144,7 @@ func (d *Deliverer) Configure(cfg Config) {
 		return
 	}
 	d.current = next
+	d.dispatch(time.Now()) // the events leased ahead start with the new workers and health
 	d.mu.Unlock()
 
 	if next.invalid != nil {
@@ -155,12 +167,13 @@ func (d *Deliverer) Notify() {
 
 // Stop stops leasing and waits for attempts in flight until ctx ends; then it cancels them and
 // returns ctx's error once they have unwound (an outcome already being recorded may finish,
-// within outboxTimeout). Events leased but unfinished come due again after their lease. A
-// stopped Deliverer cannot be started again.
+// within outboxTimeout). Events leased but unfinished, or not yet started, come due again
+// after their lease. A stopped Deliverer cannot be started again.
 func (d *Deliverer) Stop(ctx context.Context) error {
 	d.mu.Lock()
 	running := d.started && !d.stopped
 	d.stopped = true
+	d.ready = nil // left to their leases
 	d.mu.Unlock()
 	if !running {
 		return nil
@@ -197,7 +210,7 @@ func (d *Deliverer) Status() Status {
 	return Status{
 		Paused:              d.health.paused,
 		ConsecutiveFailures: d.health.consecutiveFailures,
-		InFlight:            d.inFlight,
+		InFlight:            d.attempting + d.recording,
 	}
 }
 

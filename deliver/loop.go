@@ -1,20 +1,17 @@
 package deliver
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"go.uber.org/zap"
-
-	"github.com/hookgate/hookgate/dedupe"
 )
 
-// leaseLoop leases due events while workers are free and hands each to a worker, until ctx
-// ends. Between rounds it sleeps until Notify, a finished event, the next probe of a paused
-// upstream or the poll interval, whichever comes first; after a failed Lease it backs off. A
+// leaseLoop leases due events ahead of the workers that will send them (see leaseRoom), until
+// ctx ends. Between rounds it sleeps until Notify, a started event, a finished attempt, the
+// next probe of a paused upstream or the poll interval, whichever comes first; after a failed
+// Lease it backs off. A
 // store that stays unavailable (a full disk, a directory another process holds) is logged when it
 // fails and when it works again, not at every retry.
 func (d *Deliverer) leaseLoop(ctx context.Context) {
@@ -57,91 +54,75 @@ func (d *Deliverer) leaseLoop(ctx context.Context) {
 	}
 }
 
-// leaseDue leases as many due events as there are free slots, starts a worker for each, and
-// says how long the loop may sleep before it looks again.
+// leaseDue starts what it can of the events leased ahead, leases more when there is room for
+// them, and says how long the loop may sleep before it looks again.
 func (d *Deliverer) leaseDue(ctx context.Context) (wait time.Duration, err error) {
 	now := time.Now()
 	d.mu.Lock()
 	s := d.current
-	free, probeIn := 0, time.Duration(0)
-	if s.invalid == nil {
-		free, probeIn = d.health.slots(s.cfg.Workers, d.inFlight, now)
-	}
+	d.dispatch(now)
+	n, probeIn := d.leaseRoom(now)
 	d.mu.Unlock()
 
 	wait = pollInterval
 	if probeIn > 0 {
 		wait = min(wait, probeIn)
 	}
-	if free == 0 {
+	if n == 0 {
 		return wait, nil
 	}
-	events, err := d.out.Lease(ctx, d.namespace, now, free, s.cfg.Timeout+leaseMargin)
+	events, err := d.out.Lease(ctx, d.namespace, now, n, s.cfg.Timeout+leaseMargin)
 	if err != nil {
-		return 0, fmt.Errorf("deliver: lease up to %d events of %q: %w", free, d.namespace, err)
+		return 0, fmt.Errorf("deliver: lease up to %d events of %q: %w", n, d.namespace, err)
 	}
-	if ctx.Err() != nil {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if ctx.Err() != nil || d.stopped {
 		return wait, nil // stopping: what was just leased comes due again after its lease
 	}
-	d.launchAll(d.settingsAfterLease(s), events)
+	d.queueLeased(s, events)
+	d.dispatch(time.Now())
 	return wait, nil
 }
 
-// settingsAfterLease is what events leased under s are sent with: the settings in force now,
-// since a Configure (a reload) may have landed while the store answered, and once it returns
-// no attempt may start with the settings it replaced (a rotated resign secret, a moved
-// upstream). Their timeout stays within the one their lease was sized for.
+// leaseRoom is how many events to lease now (d.mu held), and, when none, how long until a
+// paused upstream may be probed (0 if unknown). Up to leaseAhead events per worker are leased
+// ahead, so a worker whose attempt ends starts the next at once instead of waiting for a
+// Lease. They are leased in batches of at least Workers (or whatever is due once all have
+// started), not one per finished attempt: each Lease is a synced write, and the loop makes one
+// at a time, so the batch size bounds the drain. While the upstream is paused, only a probe is
+// leased, when it may go and none is leased ahead.
+func (d *Deliverer) leaseRoom(now time.Time) (n int, probeIn time.Duration) {
+	s := d.current
+	if s.invalid != nil {
+		return 0, 0
+	}
+	workers := s.cfg.Workers
+	if d.health.paused {
+		free, probeIn := d.health.slots(workers, d.attempting, now)
+		if len(d.ready) > 0 {
+			return 0, probeIn
+		}
+		return free, probeIn
+	}
+	room := leaseAhead*workers - len(d.ready)
+	if len(d.ready) > 0 && room < workers {
+		return 0, 0
+	}
+	return room, 0
+}
+
+// settingsAfterLease is what events leased under s are sent with (d.mu held): the settings in
+// force now, since a Configure (a reload) may have landed while the store answered or while
+// they waited to start, and once it returns no attempt may start with the settings it replaced
+// (a rotated resign secret, a moved upstream). Their timeout stays within the one their lease
+// was sized for.
 func (d *Deliverer) settingsAfterLease(s *settings) *settings {
-	d.mu.Lock()
 	current := d.current
-	d.mu.Unlock()
 	if current == s || current.cfg.Timeout <= s.cfg.Timeout {
 		return current
 	}
 	capped := *current
 	capped.cfg.Timeout = s.cfg.Timeout
 	return &capped
-}
-
-// launchAll starts a worker for each leased event. Of several events of one entity, only one
-// is worked on at a time, so the upstream never gets them concurrently and out of order; the
-// newest goes first, and the others are postponed (or superseded, once it is delivered).
-func (d *Deliverer) launchAll(s *settings, events []*dedupe.Event) {
-	events = slices.DeleteFunc(events, func(ev *dedupe.Event) bool { return ev == nil })
-	slices.SortStableFunc(events, func(a, b *dedupe.Event) int {
-		return cmp.Or(cmp.Compare(a.Entity, b.Entity), cmp.Compare(b.Version, a.Version))
-	})
-	for _, ev := range events {
-		d.mu.Lock()
-		d.inFlight++
-		entityBusy := ev.Entity != "" && d.entitiesInWork[ev.Entity]
-		holdsEntity := ev.Entity != "" && !entityBusy
-		if holdsEntity {
-			d.entitiesInWork[ev.Entity] = true
-		}
-		d.mu.Unlock()
-
-		d.attempts.Add(1)
-		until := ev.NextAttempt // Lease moved it to the end of the lease
-		go func() {
-			defer d.finish(ev.Entity, holdsEntity)
-			if entityBusy {
-				d.postponeUnlessSuperseded(s, ev, until)
-				return
-			}
-			d.process(s, ev, until)
-		}()
-	}
-}
-
-// finish frees a worker's slot (and its entity, if it held it) and wakes the loop to fill it.
-func (d *Deliverer) finish(entity string, holdsEntity bool) {
-	d.mu.Lock()
-	d.inFlight--
-	if holdsEntity {
-		delete(d.entitiesInWork, entity)
-	}
-	d.mu.Unlock()
-	d.Notify()
-	d.attempts.Done()
 }

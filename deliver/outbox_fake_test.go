@@ -73,6 +73,19 @@ func (f *fakeOutbox) count(namespace string, state dedupe.State) int {
 	return n
 }
 
+// leased counts the pending events of namespace held by a lease that has not ended.
+func (f *fakeOutbox) leased(namespace string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, now := 0, time.Now()
+	for _, ev := range f.events {
+		if ev.Namespace == namespace && ev.State == dedupe.Pending && ev.LeaseToken > 0 && ev.NextAttempt.After(now) {
+			n++
+		}
+	}
+	return n
+}
+
 // history returns every Update of the event with this ID, in order.
 func (f *fakeOutbox) history(id string) []dedupe.Event {
 	f.mu.Lock()

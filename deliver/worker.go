@@ -23,10 +23,11 @@ const (
 
 // process takes one leased event to its next state: superseded, delivered, due again later, or
 // dead. If its outcome cannot be recorded before its lease ends (until), the lease lapses and
-// it is tried again.
-func (d *Deliverer) process(s *settings, ev *dedupe.Event, until time.Time) {
-	logger := d.logger.With(zap.String("event_id", ev.ID))
-	if ev.Entity != "" && d.supersedeIfOutdated(s, ev, until, logger) {
+// it is tried again. It releases slot as soon as the upstream is done with the event, before
+// the outcome is recorded.
+func (d *Deliverer) process(s *settings, ev *dedupe.Event, until time.Time, slot *upstreamSlot) {
+	logger := d.logger.WithLazy(zap.String("event_id", ev.ID)) // encoded only if something is logged
+	if ev.Entity != "" && d.supersedeIfOutdated(s, ev, until, slot, logger) {
 		return
 	}
 	result := attempt(d.attemptsCtx, s.client, s.cfg, ev, ev.Attempts+1)
@@ -34,13 +35,14 @@ func (d *Deliverer) process(s *settings, ev *dedupe.Event, until time.Time) {
 		logger.Info("attempt abandoned because the deliverer stopped; the event comes due again after its lease")
 		return
 	}
-	d.recordAttempt(s.cfg, ev, result, until, logger)
+	d.recordAttempt(s.cfg, ev, result, until, slot, logger)
 }
 
 // supersedeIfOutdated marks ev Superseded, unsent, when its entity already has a newer version
 // delivered. It reports whether ev is settled for now: superseded, or left to its lease
-// because the delivered version could not be read.
-func (d *Deliverer) supersedeIfOutdated(s *settings, ev *dedupe.Event, until time.Time, logger *zap.Logger) (settled bool) {
+// because the delivered version could not be read. A superseded event needs no slot (nil if
+// it held none) while it is recorded.
+func (d *Deliverer) supersedeIfOutdated(s *settings, ev *dedupe.Event, until time.Time, slot *upstreamSlot, logger *zap.Logger) (settled bool) {
 	ctx, cancel := context.WithTimeout(d.attemptsCtx, outboxTimeout)
 	defer cancel()
 	delivered, found, err := d.out.DeliveredVersion(ctx, d.namespace, ev.Entity)
@@ -56,6 +58,7 @@ func (d *Deliverer) supersedeIfOutdated(s *settings, ev *dedupe.Event, until tim
 	ev.NextAttempt = time.Time{}
 	ev.LastError = fmt.Sprintf("superseded: version %d of the entity was already delivered", delivered)
 	ev.UpdatedAt = time.Now()
+	slot.release()
 	if d.store(ev, s.cfg.Keep, until, logger) {
 		s.cfg.recorded(ev.State)
 	}
@@ -63,9 +66,10 @@ func (d *Deliverer) supersedeIfOutdated(s *settings, ev *dedupe.Event, until tim
 	return true
 }
 
-// recordAttempt turns the outcome of attempt number ev.Attempts+1 into ev's next state, stores
-// it, and feeds the upstream's health.
-func (d *Deliverer) recordAttempt(cfg Config, ev *dedupe.Event, result attemptResult, until time.Time, logger *zap.Logger) {
+// recordAttempt turns the outcome of attempt number ev.Attempts+1 into ev's next state, feeds
+// the upstream's health, releases slot (the next attempt then sees that health), and stores
+// the state.
+func (d *Deliverer) recordAttempt(cfg Config, ev *dedupe.Event, result attemptResult, until time.Time, slot *upstreamSlot, logger *zap.Logger) {
 	now := time.Now()
 	ev.Attempts++
 	ev.LastStatus = result.status
@@ -92,6 +96,7 @@ func (d *Deliverer) recordAttempt(cfg Config, ev *dedupe.Event, result attemptRe
 			ev.NextAttempt = now.Add(delay)
 		}
 	}
+	slot.release()
 	if !d.store(ev, keep, until, logger) {
 		return
 	}
@@ -115,8 +120,8 @@ func (d *Deliverer) recordAttempt(cfg Config, ev *dedupe.Event, result attemptRe
 // of its entity is being worked on; unless a newer version is already delivered, which makes
 // it superseded whatever that other event's fate.
 func (d *Deliverer) postponeUnlessSuperseded(s *settings, ev *dedupe.Event, until time.Time) {
-	logger := d.logger.With(zap.String("event_id", ev.ID))
-	if d.supersedeIfOutdated(s, ev, until, logger) {
+	logger := d.logger.WithLazy(zap.String("event_id", ev.ID))
+	if d.supersedeIfOutdated(s, ev, until, nil, logger) {
 		return
 	}
 	ev.NextAttempt = time.Now().Add(entityBusyDelay)

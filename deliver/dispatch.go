@@ -1,0 +1,129 @@
+package deliver
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hookgate/hookgate/dedupe"
+)
+
+// startMargin is how much of its lease an event must have left, beyond its attempt's timeout,
+// to be started: room to record the outcome (see store). An event that waited longer than
+// that among the leased-ahead ones is left to lapse and come due again: sent later, another
+// worker could have taken it over meanwhile.
+const startMargin = outboxTimeout
+
+// leasedEvent is an event leased ahead: leased, not yet started.
+type leasedEvent struct {
+	ev *dedupe.Event
+	// until is the end of its lease.
+	until time.Time
+	// leasedWith is the settings its lease was sized for (see settingsAfterLease).
+	leasedWith *settings
+}
+
+// queueLeased adds a Lease's events to those leased ahead (d.mu held). Of several events of
+// one entity, the newest comes first, so the others find it in work and are postponed (or
+// superseded, once it is delivered).
+func (d *Deliverer) queueLeased(s *settings, events []*dedupe.Event) {
+	events = slices.DeleteFunc(events, func(ev *dedupe.Event) bool { return ev == nil })
+	slices.SortStableFunc(events, func(a, b *dedupe.Event) int {
+		return cmp.Or(cmp.Compare(a.Entity, b.Entity), cmp.Compare(b.Version, a.Version))
+	})
+	for _, ev := range events {
+		d.ready = append(d.ready, leasedEvent{ev: ev, until: ev.NextAttempt, leasedWith: s}) // Lease moved NextAttempt to the lease's end
+	}
+}
+
+// dispatch starts the events leased ahead, in order, while the settings in force allow (d.mu
+// held): an attempt needs a free slot (Workers of them, one probe while the upstream is
+// paused), and the events attempted but not yet recorded stay within twice the workers, so a
+// slow or failing store stops the attempts instead of letting them race ahead of what it can
+// record. An event of an entity in work needs no slot: it is only postponed.
+func (d *Deliverer) dispatch(now time.Time) {
+	if d.stopped || d.current.invalid != nil {
+		return
+	}
+	workers := d.current.cfg.Workers
+	started := false
+	for len(d.ready) > 0 && d.attempting+d.recording < 2*workers {
+		next := d.ready[0]
+		s := d.settingsAfterLease(next.leasedWith)
+		if next.until.Sub(now) < s.cfg.Timeout+startMargin {
+			d.ready = slices.Delete(d.ready, 0, 1)
+			d.logger.Debug("event leased ahead waited too long to start; left to come due again after its lease",
+				zap.String("event_id", next.ev.ID), zap.Time("lease_end", next.until))
+			continue
+		}
+		ev := next.ev
+		entityBusy := ev.Entity != "" && d.entitiesInWork[ev.Entity]
+		if !entityBusy {
+			if free, _ := d.health.slots(workers, d.attempting, now); free == 0 {
+				break
+			}
+		}
+		d.ready = slices.Delete(d.ready, 0, 1)
+		started = true
+		d.attempts.Add(1)
+		if entityBusy {
+			d.recording++
+			go func() {
+				defer d.attempts.Done()
+				defer d.recorded("")
+				d.postponeUnlessSuperseded(s, ev, next.until)
+			}()
+			continue
+		}
+		d.attempting++
+		if ev.Entity != "" {
+			d.entitiesInWork[ev.Entity] = true
+		}
+		go func() {
+			defer d.attempts.Done()
+			defer d.recorded(ev.Entity)
+			slot := &upstreamSlot{d: d, held: true}
+			defer slot.release()
+			d.process(s, ev, next.until, slot)
+		}()
+	}
+	if started {
+		d.Notify() // the lease loop may refill what was leased ahead
+	}
+}
+
+// upstreamSlot is one event's hold on a worker's slot, from its start until its attempt
+// ends; release gives it back, once, to the next event, while the outcome is recorded. A nil
+// upstreamSlot holds nothing.
+type upstreamSlot struct {
+	d    *Deliverer
+	held bool
+}
+
+func (s *upstreamSlot) release() {
+	if s == nil || !s.held {
+		return
+	}
+	s.held = false
+	d := s.d
+	d.mu.Lock()
+	d.attempting--
+	d.recording++
+	d.dispatch(time.Now())
+	d.mu.Unlock()
+	d.Notify() // a paused upstream's next probe may be leased
+}
+
+// recorded ends an event's work once its outcome is recorded (or given up), and frees its
+// entity ("" if it held none) for the entity's next event.
+func (d *Deliverer) recorded(entity string) {
+	d.mu.Lock()
+	d.recording--
+	if entity != "" {
+		delete(d.entitiesInWork, entity)
+	}
+	d.dispatch(time.Now())
+	d.mu.Unlock()
+}
