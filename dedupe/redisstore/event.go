@@ -43,16 +43,23 @@ var listFields = []string{
 	fieldToken, fieldEntity, fieldVersion, fieldMethod, fieldURI, fieldScheme, fieldBodyBytes,
 }
 
-// acceptFields are the field/value pairs Accept writes for ev, Pending and due at next.
+// acceptFields are the field/value pairs Accept writes for ev, Pending and due at next. Fields
+// that start at zero (attempts, last status and error, lease token; entity and version when ev
+// has none) are left out: a missing field reads as zero, here and in the scripts, and each field
+// of a hash with a body costs Redis an entry of its own.
 func acceptFields(ev *dedupe.Event, accepted, next, updated time.Time) []any {
-	return []any{
-		fieldState, string(dedupe.Pending), fieldAttempts, "0", fieldLastStatus, "0", fieldLastError, "",
-		fieldAccepted, nanos(accepted), fieldUpdated, nanos(updated), fieldNext, nanos(next), fieldToken, "0",
-		fieldEntity, ev.Entity, fieldVersion, strconv.FormatInt(ev.Version, 10),
-		fieldMethod, ev.Method, fieldURI, ev.URI, fieldScheme, ev.Scheme,
-		fieldBodyBytes, strconv.Itoa(len(ev.Body)), fieldHeader, encodeHeader(ev.Header), fieldBody, ev.Body,
-		fieldMember, listMember(accepted, ev.ID),
+	fields := make([]any, 0, 26)
+	fields = append(fields, fieldState, string(dedupe.Pending),
+		fieldAccepted, nanos(accepted), fieldUpdated, nanos(updated), fieldNext, nanos(next))
+	if ev.Entity != "" {
+		fields = append(fields, fieldEntity, ev.Entity)
 	}
+	if ev.Version != 0 {
+		fields = append(fields, fieldVersion, strconv.FormatInt(ev.Version, 10))
+	}
+	return append(fields, fieldMethod, ev.Method, fieldURI, ev.URI, fieldScheme, ev.Scheme,
+		fieldBodyBytes, strconv.Itoa(len(ev.Body)), fieldHeader, encodeHeader(ev.Header), fieldBody, ev.Body,
+		fieldMember, listMember(accepted, ev.ID))
 }
 
 // decodeEvent assembles an event from its hash's fields; a missing one reads as zero.

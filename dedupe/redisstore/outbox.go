@@ -102,7 +102,10 @@ func (s *Store) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration
 	}
 	args := []any{ev.ID, string(ev.State), strconv.FormatUint(ev.LeaseToken, 10), millis(keep), micros(next),
 		fieldState, string(ev.State), fieldAttempts, strconv.Itoa(ev.Attempts), fieldLastStatus, strconv.Itoa(ev.LastStatus),
-		fieldLastError, ev.LastError, fieldUpdated, nanos(updated), fieldNext, nanos(next)}
+		fieldLastError, ev.LastError, fieldUpdated, nanos(updated)}
+	if ev.State == dedupe.Pending {
+		args = append(args, fieldNext, nanos(next))
+	}
 	keys := scriptKeys(t, "e:"+ev.ID, "q", "x", "s:"+string(dedupe.Pending), "s:"+string(dedupe.Delivered),
 		"s:"+string(dedupe.Dead), "s:"+string(dedupe.Superseded))
 	if ev.Entity != "" {

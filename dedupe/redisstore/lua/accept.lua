@@ -25,9 +25,12 @@ if entity ~= '' then
   if tonumber(vttl) > 0 then redis.call('PEXPIRE', wk, vttl) else redis.call('PERSIST', wk) end
 end
 for _, dk in ipairs(ids) do redis.call('SET', dk, 'd', 'PX', ttl) end
--- A reused ID accepted at the same instant as its expired predecessor has the same member.
-redis.call('ZREM', T .. 'x', member)
-for _, s in ipairs(FINAL) do redis.call('ZREM', T .. 's:' .. s, member) end
+-- A reused ID accepted at the same instant as its expired predecessor has the same member. A
+-- final listing's members are all in x (Update adds them to both, the trims take them from all).
+if redis.call('ZSCORE', T .. 'x', member) then
+  redis.call('ZREM', T .. 'x', member)
+  for _, s in ipairs(FINAL) do redis.call('ZREM', T .. 's:' .. s, member) end
+end
 redis.call('ZADD', T .. 'q', due, id)
 redis.call('ZADD', T .. 's:pending', 0, member)
 return 'claimed'
