@@ -157,7 +157,12 @@ func listMember(accepted time.Time, id string) string {
 	default:
 		ns = uint64(accepted.UnixNano())
 	}
-	return fmt.Sprintf("%016x", ns) + id
+	b := make([]byte, 16, 16+len(id))
+	for i := 15; i >= 0; i-- {
+		b[i] = "0123456789abcdef"[ns&0xf]
+		ns >>= 4
+	}
+	return string(append(b, id...))
 }
 
 // encodeHeader lays the header out as the number of names, then each name (sorted) with its
