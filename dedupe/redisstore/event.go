@@ -3,8 +3,8 @@ package redisstore
 import (
 	"encoding/binary"
 	"fmt"
-	"maps"
 	"math"
+	"math/bits"
 	"net/http"
 	"slices"
 	"strconv"
@@ -169,8 +169,18 @@ func listMember(accepted time.Time, id string) string {
 // number of values and the values, strings as a uvarint length and the bytes: header values
 // that are not UTF-8 come back as they arrived.
 func encodeHeader(h http.Header) string {
-	v := binary.AppendUvarint(nil, uint64(len(h)))
-	for _, name := range slices.Sorted(maps.Keys(h)) {
+	names := make([]string, 0, len(h))
+	size := uvarintLen(uint64(len(h)))
+	for name, values := range h {
+		names = append(names, name)
+		size += stringLen(name) + uvarintLen(uint64(len(values)))
+		for _, value := range values {
+			size += stringLen(value)
+		}
+	}
+	slices.Sort(names)
+	v := binary.AppendUvarint(make([]byte, 0, size), uint64(len(h)))
+	for _, name := range names {
 		v = appendString(v, name)
 		v = binary.AppendUvarint(v, uint64(len(h[name])))
 		for _, value := range h[name] {
@@ -262,6 +272,8 @@ func storedSize(ev *dedupe.Event) int {
 
 func stringLen(s string) int { return uvarintLen(uint64(len(s))) + len(s) }
 
-func uvarintLen(n uint64) int { return len(binary.AppendUvarint(nil, n)) }
+// uvarintLen is the length of n as a uvarint: 7 bits a byte.
+func uvarintLen(n uint64) int { return max(1, (bits.Len64(n)+6)/7) }
 
-func varintLen(n int64) int { return len(binary.AppendVarint(nil, n)) }
+// varintLen is the length of n as a varint: zig-zag encoded, then as a uvarint.
+func varintLen(n int64) int { return uvarintLen(uint64(n<<1) ^ uint64(n>>63)) }

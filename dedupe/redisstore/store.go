@@ -129,10 +129,10 @@ func (s *Store) namespaceOf(key, suffix string) (string, bool) {
 
 // escape writes each byte of s found in special, and '%', as %XX.
 func escape(s, special string) string {
-	special += "%"
-	if !strings.ContainsAny(s, special) {
+	if !strings.ContainsAny(s, special) && strings.IndexByte(s, '%') < 0 {
 		return s
 	}
+	special += "%"
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		if strings.IndexByte(special, s[i]) >= 0 {
