@@ -34,7 +34,8 @@ const (
 	fieldBody       = "body" // dropped once Delivered or Superseded
 	fieldMember     = "lx"   // its member in the state listings (listMember)
 	// The lease script keeps "ln" too: the token of the Lease call that leased it last; the
-	// replay script "rp": the token of the Replay call that replayed it last.
+	// replay script "rp": the token of the Replay call that replayed it last; the accept
+	// script "ac" until a final state: the token of the Accept call that stored it.
 )
 
 // listFields are the fields List returns: all but the header and body.

@@ -47,7 +47,7 @@ func (s *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, de
 	}
 	ids := dedupeKeys(c)
 	args := []any{ev.ID, millis(dedupeTTL), c.Entity, strconv.FormatInt(c.Version, 10), millis(c.VersionTTL),
-		strconv.Itoa(max(c.MaxPending, 0)), micros(next), listMember(accepted, ev.ID), strconv.Itoa(len(ids))}
+		strconv.Itoa(max(c.MaxPending, 0)), micros(next), listMember(accepted, ev.ID), rand.Text(), strconv.Itoa(len(ids))}
 	args = append(args, ids...)
 	args = append(args, acceptFields(ev, accepted, next, updated)...)
 	keys := append(claimKeys(t, c), t+"e:"+ev.ID, t+"q", t+"x")

@@ -25,9 +25,9 @@ local entity, version, member = cur[3] or '', cur[4] or '0', cur[5]
 -- which frees its body, is recorded even then.
 redis.call('ZREM', T .. 'q', id)
 if state == 'delivered' or state == 'superseded' then
-  redis.call('HDEL', h, 'nxt', 'hdr', 'body') -- only a dead letter is replayed
+  redis.call('HDEL', h, 'nxt', 'ac', 'hdr', 'body') -- only a dead letter is replayed
 elseif state ~= 'pending' then
-  redis.call('HDEL', h, 'nxt')
+  redis.call('HDEL', h, 'nxt', 'ac')
 end
 redis.call('HSET', h, unpack(ARGV, 6))
 if entity ~= '' then
