@@ -130,7 +130,7 @@ func TestWaitingEventsDoNotStarveOthers(t *testing.T) {
 	for i := range 3000 {
 		ev := queued(fmt.Sprint("x", i), base)
 		ev.Entity, ev.Version = "busy", int64(i)
-		acceptScript.Run(ctx, pipe, []string{tag}, append([]any{ev.ID, "3600000", "", "0", "0", "0", micros(base), listMember(base, ev.ID), "0"},
+		acceptScript.Run(ctx, pipe, []string{tag}, append([]any{ev.ID, "3600000", "", "0", "0", "0", micros(base), listMember(base, ev.ID), fmt.Sprint("call", i), "0"},
 			acceptFields(ev, base, base, base)...)...)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {

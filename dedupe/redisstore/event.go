@@ -3,8 +3,8 @@ package redisstore
 import (
 	"encoding/binary"
 	"fmt"
-	"maps"
 	"math"
+	"math/bits"
 	"net/http"
 	"slices"
 	"strconv"
@@ -34,7 +34,8 @@ const (
 	fieldBody       = "body" // dropped once Delivered or Superseded
 	fieldMember     = "lx"   // its member in the state listings (listMember)
 	// The lease script keeps "ln" too: the token of the Lease call that leased it last; the
-	// replay script "rp": the token of the Replay call that replayed it last.
+	// replay script "rp": the token of the Replay call that replayed it last; the accept
+	// script "ac" until a final state: the token of the Accept call that stored it.
 )
 
 // listFields are the fields List returns: all but the header and body.
@@ -43,16 +44,23 @@ var listFields = []string{
 	fieldToken, fieldEntity, fieldVersion, fieldMethod, fieldURI, fieldScheme, fieldBodyBytes,
 }
 
-// acceptFields are the field/value pairs Accept writes for ev, Pending and due at next.
+// acceptFields are the field/value pairs Accept writes for ev, Pending and due at next. Fields
+// that start at zero (attempts, last status and error, lease token; entity and version when ev
+// has none) are left out: a missing field reads as zero, here and in the scripts, and each field
+// of a hash with a body costs Redis an entry of its own.
 func acceptFields(ev *dedupe.Event, accepted, next, updated time.Time) []any {
-	return []any{
-		fieldState, string(dedupe.Pending), fieldAttempts, "0", fieldLastStatus, "0", fieldLastError, "",
-		fieldAccepted, nanos(accepted), fieldUpdated, nanos(updated), fieldNext, nanos(next), fieldToken, "0",
-		fieldEntity, ev.Entity, fieldVersion, strconv.FormatInt(ev.Version, 10),
-		fieldMethod, ev.Method, fieldURI, ev.URI, fieldScheme, ev.Scheme,
-		fieldBodyBytes, strconv.Itoa(len(ev.Body)), fieldHeader, encodeHeader(ev.Header), fieldBody, ev.Body,
-		fieldMember, listMember(accepted, ev.ID),
+	fields := make([]any, 0, 26)
+	fields = append(fields, fieldState, string(dedupe.Pending),
+		fieldAccepted, nanos(accepted), fieldUpdated, nanos(updated), fieldNext, nanos(next))
+	if ev.Entity != "" {
+		fields = append(fields, fieldEntity, ev.Entity)
 	}
+	if ev.Version != 0 {
+		fields = append(fields, fieldVersion, strconv.FormatInt(ev.Version, 10))
+	}
+	return append(fields, fieldMethod, ev.Method, fieldURI, ev.URI, fieldScheme, ev.Scheme,
+		fieldBodyBytes, strconv.Itoa(len(ev.Body)), fieldHeader, encodeHeader(ev.Header), fieldBody, ev.Body,
+		fieldMember, listMember(accepted, ev.ID))
 }
 
 // decodeEvent assembles an event from its hash's fields; a missing one reads as zero.
@@ -150,15 +158,30 @@ func listMember(accepted time.Time, id string) string {
 	default:
 		ns = uint64(accepted.UnixNano())
 	}
-	return fmt.Sprintf("%016x", ns) + id
+	b := make([]byte, 16, 16+len(id))
+	for i := 15; i >= 0; i-- {
+		b[i] = "0123456789abcdef"[ns&0xf]
+		ns >>= 4
+	}
+	return string(append(b, id...))
 }
 
 // encodeHeader lays the header out as the number of names, then each name (sorted) with its
 // number of values and the values, strings as a uvarint length and the bytes: header values
 // that are not UTF-8 come back as they arrived.
 func encodeHeader(h http.Header) string {
-	v := binary.AppendUvarint(nil, uint64(len(h)))
-	for _, name := range slices.Sorted(maps.Keys(h)) {
+	names := make([]string, 0, len(h))
+	size := uvarintLen(uint64(len(h)))
+	for name, values := range h {
+		names = append(names, name)
+		size += stringLen(name) + uvarintLen(uint64(len(values)))
+		for _, value := range values {
+			size += stringLen(value)
+		}
+	}
+	slices.Sort(names)
+	v := binary.AppendUvarint(make([]byte, 0, size), uint64(len(h)))
+	for _, name := range names {
 		v = appendString(v, name)
 		v = binary.AppendUvarint(v, uint64(len(h[name])))
 		for _, value := range h[name] {
@@ -250,6 +273,8 @@ func storedSize(ev *dedupe.Event) int {
 
 func stringLen(s string) int { return uvarintLen(uint64(len(s))) + len(s) }
 
-func uvarintLen(n uint64) int { return len(binary.AppendUvarint(nil, n)) }
+// uvarintLen is the length of n as a uvarint: 7 bits a byte.
+func uvarintLen(n uint64) int { return max(1, (bits.Len64(n)+6)/7) }
 
-func varintLen(n int64) int { return len(binary.AppendVarint(nil, n)) }
+// varintLen is the length of n as a varint: zig-zag encoded, then as a uvarint.
+func varintLen(n int64) int { return uvarintLen(uint64(n<<1) ^ uint64(n>>63)) }

@@ -91,7 +91,7 @@ func (s *Store) Lease(ctx context.Context, namespace string, now time.Time, n in
 // stopped on its scan budget with fewer than n handed out, so that due entries may be left; gone
 // is the number of queue entries of gone events it dropped.
 func (s *Store) leaseRound(ctx context.Context, t, namespace string, now time.Time, n int, until time.Time, maxBytes int) (evs []*dedupe.Event, cut bool, gone int, err error) {
-	res, err := leaseScript.Run(ctx, s.client, scriptKeys(t, "q", "L", "z", "s:"+string(dedupe.Pending)), micros(now), strconv.Itoa(n),
+	res, err := leaseScript.Run(ctx, s.perRequest, scriptKeys(t, "q", "L", "z", "s:"+string(dedupe.Pending)), micros(now), strconv.Itoa(n),
 		micros(until), nanos(until), strconv.Itoa(n+leaseScan), strconv.Itoa(maxBytes), rand.Text()).Slice()
 	if err != nil {
 		return nil, false, 0, err

@@ -47,7 +47,7 @@ func (s *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, de
 	}
 	ids := dedupeKeys(c)
 	args := []any{ev.ID, millis(dedupeTTL), c.Entity, strconv.FormatInt(c.Version, 10), millis(c.VersionTTL),
-		strconv.Itoa(max(c.MaxPending, 0)), micros(next), listMember(accepted, ev.ID), strconv.Itoa(len(ids))}
+		strconv.Itoa(max(c.MaxPending, 0)), micros(next), listMember(accepted, ev.ID), rand.Text(), strconv.Itoa(len(ids))}
 	args = append(args, ids...)
 	args = append(args, acceptFields(ev, accepted, next, updated)...)
 	keys := append(claimKeys(t, c), t+"e:"+ev.ID, t+"q", t+"x")
@@ -102,7 +102,10 @@ func (s *Store) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration
 	}
 	args := []any{ev.ID, string(ev.State), strconv.FormatUint(ev.LeaseToken, 10), millis(keep), micros(next),
 		fieldState, string(ev.State), fieldAttempts, strconv.Itoa(ev.Attempts), fieldLastStatus, strconv.Itoa(ev.LastStatus),
-		fieldLastError, ev.LastError, fieldUpdated, nanos(updated), fieldNext, nanos(next)}
+		fieldLastError, ev.LastError, fieldUpdated, nanos(updated)}
+	if ev.State == dedupe.Pending {
+		args = append(args, fieldNext, nanos(next))
+	}
 	keys := scriptKeys(t, "e:"+ev.ID, "q", "x", "s:"+string(dedupe.Pending), "s:"+string(dedupe.Delivered),
 		"s:"+string(dedupe.Dead), "s:"+string(dedupe.Superseded))
 	if ev.Entity != "" {

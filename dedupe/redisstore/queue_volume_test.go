@@ -60,7 +60,7 @@ func TestManyWaitingEventsDoNotStarveOthers(t *testing.T) {
 		for i := from; i < from+1000; i++ {
 			ev := queued(fmt.Sprint("held", i), base)
 			ev.Entity, ev.Version = "held", int64(i)
-			acceptScript.Run(ctx, pipe, []string{tag}, append([]any{ev.ID, "3600000", "", "0", "0", "0", micros(base), listMember(base, ev.ID), "0"},
+			acceptScript.Run(ctx, pipe, []string{tag}, append([]any{ev.ID, "3600000", "", "0", "0", "0", micros(base), listMember(base, ev.ID), fmt.Sprint("call", i), "0"},
 				acceptFields(ev, base, base, base)...)...)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -15,12 +16,15 @@ import (
 )
 
 // dropProxy forwards TCP to addr; once armed, it drops the connection that carries the next
-// reply instead of forwarding it, as a network blip after Redis ran a command would. go-redis
-// then runs the command again on a new connection (caddymodule's client retries once).
+// reply instead of forwarding it, as a network blip after Redis ran a command would. Once
+// stalled, it holds the next reply back until the client gives up on the connection, as a
+// Redis whose fsync outlasts the client's read timeout looks. go-redis then runs the command
+// again on a new connection (caddymodule's client retries once).
 type dropProxy struct {
-	ln    net.Listener
-	armed atomic.Bool
-	wg    sync.WaitGroup
+	ln      net.Listener
+	armed   atomic.Bool
+	stalled atomic.Bool
+	wg      sync.WaitGroup
 }
 
 func newDropProxy(t *testing.T, addr string) *dropProxy {
@@ -44,7 +48,8 @@ func newDropProxy(t *testing.T, addr string) *dropProxy {
 				continue
 			}
 			p.wg.Add(2)
-			go func() { defer p.wg.Done(); io.Copy(s, c); s.Close() }()
+			clientGone := make(chan struct{})
+			go func() { defer p.wg.Done(); io.Copy(s, c); close(clientGone); s.Close() }()
 			go func() {
 				defer p.wg.Done()
 				defer c.Close()
@@ -54,6 +59,10 @@ func newDropProxy(t *testing.T, addr string) *dropProxy {
 					if n > 0 && p.armed.CompareAndSwap(true, false) {
 						s.Close()
 						return // the reply is lost with the connection
+					}
+					if n > 0 && p.stalled.CompareAndSwap(true, false) {
+						<-clientGone // the client timed out and closed it: the reply is never read
+						return
 					}
 					if n > 0 {
 						if _, err := c.Write(buf[:n]); err != nil {
@@ -76,6 +85,40 @@ func retryingStore(t *testing.T, p *dropProxy, prefix string) *Store {
 	s := New(redis.NewClient(&redis.Options{Addr: p.ln.Addr().String(), MaxRetries: 1, ReadTimeout: 2 * time.Second}), prefix)
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// An Accept that Redis ran but whose reply never reached the client (lost, or later than the
+// read timeout, as under a disk stall), run again by the client, must still be answered
+// claimed: the provider's first delivery of an event is no duplicate.
+func TestRetriedAcceptIsStillClaimed(t *testing.T) {
+	t.Parallel()
+	for _, stall := range []bool{false, true} {
+		p := newDropProxy(t, server.Addr)
+		s := New(redis.NewClient(&redis.Options{Addr: p.ln.Addr().String(), MaxRetries: 1, ReadTimeout: 500 * time.Millisecond}), newPrefix())
+		t.Cleanup(func() { s.Close() })
+		expect(t, "the warm-up Accept", accept(t, s, claim("warm-up"), base), dedupe.Claimed) // the server knows the script
+		for i, c := range []dedupe.Claim{claim("only-once"), {Namespace: ns}} {
+			if stall {
+				p.stalled.Store(true)
+			} else {
+				p.armed.Store(true)
+			}
+			ev := queued(fmt.Sprintf("ev%d", i), base)
+			out, err := s.Accept(ctx, c, ev, time.Hour)
+			if err != nil {
+				t.Fatalf("reply stalled %v, claim %q: Accept: %v", stall, c.ID, err)
+			}
+			if p.armed.Load() || p.stalled.Load() {
+				t.Fatal("no reply was held back")
+			}
+			if out != dedupe.Claimed {
+				t.Fatalf("reply stalled past the read timeout %v (else lost), claim %q: the only Accept of an event, retried by the client: %v, want claimed", stall, c.ID, out)
+			}
+		}
+		if got := lease(t, s, base.Add(time.Second), 10); len(got) != 3 {
+			t.Fatalf("leased %v, want the three accepted events once each", ids(got))
+		}
+	}
 }
 
 // A claim whose reply is lost and that go-redis retries must still be the caller's: the first

@@ -40,7 +40,7 @@ func pipeAccept(b *testing.B, s *Store, n int, entity func(i int) (string, int64
 			ev := queued(fmt.Sprint("x", i), base)
 			ev.Entity, ev.Version = entity(i)
 			acceptScript.Run(ctx, pipe, []string{tag}, append([]any{ev.ID, "3600000", ev.Entity, strconv.FormatInt(ev.Version, 10), "0", "0",
-				micros(base), listMember(base, ev.ID), "0"}, acceptFields(ev, base, base, base)...)...)
+				micros(base), listMember(base, ev.ID), fmt.Sprint("call", i), "0"}, acceptFields(ev, base, base, base)...)...)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			b.Fatal(err)

@@ -19,9 +19,9 @@ import (
 type Store struct {
 	client redis.UniversalClient
 	// perRequest runs the scripts each webhook request or delivery waits for (Claim, Done,
-	// Release, Accept, Update): the client's auto-pipeliner where it has one, which sends the
-	// scripts of concurrent requests together, so Redis reads, runs and fsyncs them as one
-	// batch (BENCHMARKS.md: Redis's CPU per sync request 147 → 61 µs); else the client.
+	// Release, Accept, Lease, Update): the client's auto-pipeliner where it has one, which
+	// sends the scripts of concurrent requests together, so Redis reads, runs and fsyncs them
+	// as one batch (BENCHMARKS.md: Redis's CPU per sync request 147 → 61 µs); else the client.
 	perRequest redis.Scripter
 	// escapedPrefix is the prefix as it appears in keys (see tag).
 	escapedPrefix string
@@ -45,19 +45,37 @@ func (s *Store) OnGoneEvents(fn func(namespace string, n int)) { s.gone = fn }
 
 // autoPipelined is client's auto-pipeliner (single server, Sentinel or Cluster client), or
 // client itself when it has none. Closing the client closes it.
+//
+// Redis with appendfsync always fsyncs its AOF once per turn of its event loop, and in a turn
+// reads at most 16 KiB from each connection: one connection's deep batch of Accepts (2 KiB each
+// with a 1 KiB body) costs an fsync per 16 KiB, one after another, while the callers behind
+// it wait. So the pipeliner cuts batches at pipelineBatchBytes and runs up to pipelineBatches
+// of them at once, each on its own connection: Redis reads them all in one turn and syncs them
+// with one fsync. The batches are unordered among themselves, which no caller notices: each
+// waits for its own command's reply before it sends another.
 func autoPipelined(client redis.UniversalClient) redis.Scripter {
 	c, ok := client.(interface {
-		AutoPipeline() (*redis.AutoPipeliner, error)
+		AutoPipelineWithOptions(*redis.AutoPipelineOptions) (*redis.AutoPipeliner, error)
 	})
 	if !ok {
 		return client
 	}
-	ap, err := c.AutoPipeline()
+	o := redis.DefaultBlockingAutoPipelineOptions()
+	o.MaxConcurrentBatches, o.Unordered, o.MaxBatchBytes = pipelineBatches, true, pipelineBatchBytes
+	ap, err := c.AutoPipelineWithOptions(o)
 	if err != nil {
 		return client
 	}
 	return ap
 }
+
+// The auto-pipeliner's batches (see autoPipelined): at most pipelineBatches at once (within
+// go-redis's default pipeline pool of 10 connections), each cut once it holds about
+// pipelineBatchBytes (as go-redis estimates it, a little above the bytes sent).
+const (
+	pipelineBatches    = 8
+	pipelineBatchBytes = 16 << 10
+)
 
 // Close implements dedupe.Ledger: it closes the client.
 func (s *Store) Close() error {
@@ -111,10 +129,10 @@ func (s *Store) namespaceOf(key, suffix string) (string, bool) {
 
 // escape writes each byte of s found in special, and '%', as %XX.
 func escape(s, special string) string {
-	special += "%"
-	if !strings.ContainsAny(s, special) {
+	if !strings.ContainsAny(s, special) && strings.IndexByte(s, '%') < 0 {
 		return s
 	}
+	special += "%"
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		if strings.IndexByte(special, s[i]) >= 0 {

@@ -24,6 +24,7 @@ end
 -- The due entries are read a few more than still wanted at a time, not the whole budget at once:
 -- most runs hand out the first n, and each entry read costs Redis its score's formatting.
 local out, bytes, mine, examined, left, gone = {0, 0}, 0, {}, 0, 0, 0
+local moved = false -- whether this run took an event it hands out off the queue yet
 local function wanted() return #out - 2 < n and bytes < maxBytes end
 while wanted() and examined < budget do
   local chunk = math.min(n - (#out - 2) + 8, budget - examined)
@@ -32,7 +33,7 @@ while wanted() and examined < budget do
     if not wanted() then break end
     examined = examined + 1
     local h = T .. 'e:' .. id
-    local cur = redis.call('HMGET', h, 'st', 'ent', 'bb')
+    local cur = redis.call('HMGET', h, 'st', 'ent', 'bb', 'tok')
     if not cur[1] and redis.call('EXISTS', h) == 0 then
       -- Its hash is gone, which the scripts never leave so: Redis evicted or lost it, or someone
       -- deleted it. Nothing is left to deliver; kept, the entry would be met by every Lease.
@@ -56,9 +57,13 @@ while wanted() and examined < budget do
         redis.call('ZREM', q, id)
         redis.call('ZADD', T .. 'b:' .. entity, score, id)
       else
-        -- Off the queue first, a write that cannot grow memory: Redis at maxmemory (noeviction)
-        -- refuses a script's first write that may, and lets the later ones through.
-        redis.call('ZREM', q, id)
+        -- The first one off the queue first, a write that cannot grow memory: Redis at maxmemory
+        -- (noeviction) refuses a script's first write that may, and lets the later ones through.
+        -- The others' entries just move to the lease end (ZADD below).
+        if not moved then
+          redis.call('ZREM', q, id)
+          moved = true
+        end
         if entity ~= '' then
           local o = T .. 'o:' .. entity
           if not mine[entity] then
@@ -68,8 +73,8 @@ while wanted() and examined < budget do
           end
           redis.call('SADD', o, id)
         end
-        redis.call('HINCRBY', h, 'tok', 1)
-        redis.call('HSET', h, 'nxt', untilNs, 'ln', run)
+        local tok = string.format('%d', tonumber(cur[4] or '0') + 1)
+        redis.call('HSET', h, 'tok', tok, 'nxt', untilNs, 'ln', run)
         redis.call('ZADD', q, untilUs, id)
         out[#out + 1] = redis.call('HGETALL', h)
         bytes = bytes + tonumber(cur[3] or '0')

@@ -1,6 +1,7 @@
 -- Update. ARGV: 1 event ID, 2 state, 3 lease token, 4 keep ms (final states), 5 due µs (Pending),
--- then the field/value pairs to write. Returns {'ok'}, {'not-found'}, {'lease-lost', token} or
--- {'final', state} (unless it already holds exactly this final state and these fields).
+-- then the field/value pairs to write (a final state's without a due time: it drops the field).
+-- Returns {'ok'}, {'not-found'}, {'lease-lost', token} or {'final', state} (unless it already
+-- holds exactly this final state and these fields).
 local id, state, token, keep, due = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local h = T .. 'e:' .. id
 local cur = redis.call('HMGET', h, 'st', 'tok', 'ent', 'ver', 'lx')
@@ -23,7 +24,11 @@ local entity, version, member = cur[3] or '', cur[4] or '0', cur[5]
 -- the later ones through: so the first write takes the event off the queue, and a delivery,
 -- which frees its body, is recorded even then.
 redis.call('ZREM', T .. 'q', id)
-if state == 'delivered' or state == 'superseded' then redis.call('HDEL', h, 'hdr', 'body') end -- only a dead letter is replayed
+if state == 'delivered' or state == 'superseded' then
+  redis.call('HDEL', h, 'nxt', 'ac', 'hdr', 'body') -- only a dead letter is replayed
+elseif state ~= 'pending' then
+  redis.call('HDEL', h, 'nxt', 'ac')
+end
 redis.call('HSET', h, unpack(ARGV, 6))
 if entity ~= '' then
   redis.call('ZREM', T .. 'b:' .. entity, id)
@@ -37,7 +42,6 @@ end
 
 redis.call('ZREM', T .. 's:pending', member)
 redis.call('ZADD', T .. 's:' .. state, 0, member)
-redis.call('HDEL', h, 'nxt')
 if state == 'delivered' and entity ~= '' then
   local wk = T .. 'w:' .. entity
   if newer(wk, version) then
@@ -56,11 +60,13 @@ redis.call('PEXPIRE', h, keep)
 local t = redis.call('TIME')
 local nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZADD', T .. 'x', nowMs + tonumber(keep), member)
--- The listing and x expire with the last of their events (no sooner than keep from now), so a
--- namespace gone quiet leaves nothing behind.
-for _, k in ipairs({T .. 'x', T .. 's:' .. state}) do
-  if redis.call('PTTL', k) < tonumber(keep) then redis.call('PEXPIRE', k, keep) end
-end
+-- The listing and x expire with the last of their events (no sooner than keep from now, at most
+-- a slack later), so a namespace gone quiet leaves nothing behind. The slack spares most Updates
+-- the writes. x outlives every listing, so a final listing's members are all in x (see Accept).
+local ms = tonumber(keep)
+local slack = math.min(math.floor(ms / 8), 60000)
+if redis.call('PTTL', T .. 's:' .. state) < ms then redis.call('PEXPIRE', T .. 's:' .. state, ms + slack) end
+if redis.call('PTTL', T .. 'x') < ms + slack then redis.call('PEXPIRE', T .. 'x', ms + 2 * slack) end
 local expired = redis.call('ZRANGEBYSCORE', T .. 'x', '-inf', nowMs, 'LIMIT', 0, 64)
 if #expired > 0 then
   redis.call('ZREM', T .. 'x', unpack(expired))
