@@ -20,7 +20,8 @@ func init() {
 // only when a config runs, never for `caddy validate`, so no validation ever delivers an event.
 type App struct {
 	// BodyBudget bounds the request bodies all hookgate routes of the server hold in memory at
-	// once, in bytes: each request reserves its Content-Length (max_body when unknown) before its
+	// once, in bytes: each request reserves its Content-Length (max_body when unknown; on a sync
+	// route, a body of up to 64 KiB reserves the power of two from 1 KiB it is read into) before its
 	// body is read, with what verifying such a body allocates besides (verify's WorkingMemory:
 	// twilio's form parameters, an Ed25519 key's copy of the signed message) until it is
 	// verified, and past the budget new requests are answered 503 with Retry-After, unread.

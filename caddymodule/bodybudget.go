@@ -82,8 +82,8 @@ func (r *reservation) release() {
 }
 
 // reserveBody reserves, before any of the body is read, the memory it will take: its
-// Content-Length, or max_body when the length is not known (chunked), and what verifying a body
-// of that size allocates. It answers 413 itself for a declared length over max_body, and 503 when
+// Content-Length (on a sync route, the pooled buffer's size it is read into), or max_body when
+// the length is not known (chunked), and what verifying a body of that size allocates. It answers 413 itself for a declared length over max_body, and 503 when
 // the budget is full; answered is then true.
 func (h *Handler) reserveBody(out *outcome, r *http.Request) (_ reservation, answered bool, _ error) {
 	size := r.ContentLength
@@ -94,6 +94,9 @@ func (h *Handler) reserveBody(out *outcome, r *http.Request) (_ reservation, ans
 		size = h.MaxBody
 	}
 	held := reservation{body: size, work: h.verifier.WorkingMemory(size)}
+	if h.poolsBody(r.ContentLength) {
+		held.body = pooledSize(size) // the whole buffer it is read into (handedbody.go)
+	}
 	if !bufferedBodies.reserve(held.body+held.work, h.app.bodyBudget) {
 		return reservation{}, true, out.unread(r).busy(reasonBodyBudget, fmt.Sprintf("busy: the request bodies being received fill the server's body_budget (%s)",
 			humanize.IBytes(uint64(h.app.bodyBudget))))

@@ -43,13 +43,29 @@ type handedBody struct {
 	closed atomic.Bool
 }
 
-// takeBody returns a pooled buffer for a body of Content-Length n, held by the route, or nil
-// when the length is unknown or over pooledBodyMax.
+// bodyClass is the pool of the smallest buffers that hold n > 0 bytes.
+func bodyClass(n int64) int {
+	return bits.Len64(uint64(n-1) >> 10)
+}
+
+// pooledSize is the size of the pooled buffer a body of Content-Length n is read into: up to
+// twice the body.
+func pooledSize(n int64) int64 {
+	return 1 << 10 << bodyClass(n)
+}
+
+// poolsBody reports whether a body of Content-Length n is read into a pooled buffer: on a sync
+// route only, not when the length is unknown, zero or over pooledBodyMax, and only when the
+// buffer is no larger than max_body, so that the reservation of the whole buffer
+// (bodybudget.go) fits the body budget as max_body does.
+func (h *Handler) poolsBody(n int64) bool {
+	return h.Forward == nil && n > 0 && n <= pooledBodyMax && pooledSize(n) <= h.MaxBody
+}
+
+// takeBody returns a pooled buffer for a body of Content-Length n, which poolsBody allows, held
+// by the route.
 func takeBody(n int64) *handedBody {
-	if n < 0 || n > pooledBodyMax {
-		return nil
-	}
-	class := bits.Len64(uint64(max(n-1, 0)) >> 10)
+	class := bodyClass(n)
 	b := &handedBody{class: class}
 	if p, ok := bodyPools[class].Get().(*[]byte); ok {
 		b.pooled = p

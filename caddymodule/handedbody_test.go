@@ -141,3 +141,26 @@ func TestAcceptedBodiesAreNeverReused(t *testing.T) {
 		}
 	}
 }
+
+// A body read into a pooled buffer holds the whole buffer, which is larger than the body: the
+// body budget counts the buffer, so that the memory it bounds is the memory held.
+func TestBodyBudgetCountsThePooledBufferABodyHolds(t *testing.T) {
+	var reserved, held int64
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		reserved = bufferedBodies.used.Load()
+		if b, ok := r.Body.(*handedBody); ok {
+			held = int64(cap(*b.pooled))
+		}
+		w.WriteHeader(http.StatusOK)
+		return nil
+	})
+	f := newRequestPathFixture(t, false, next)
+	header, body := f.signed(t, "evt_rounded", 'r', 1100) // 1.1 KiB, read into a 2 KiB buffer
+	f.serveSigned(t, header, body, 0)
+	if held == 0 {
+		t.Fatal("the body was not handed on in a pooled buffer")
+	}
+	if reserved < held {
+		t.Errorf("%d bytes reserved while the route holds a %d-byte buffer for a %d-byte body", reserved, held, len(body))
+	}
+}

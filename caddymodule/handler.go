@@ -37,7 +37,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	defer held.release() // after the next handler, which is handed the body
 	var pooled *handedBody
-	if h.Forward == nil { // an async event's body goes into the ledger, which may keep it
+	if h.poolsBody(r.ContentLength) { // not async: an event's body goes into the ledger, which may keep it
 		pooled = takeBody(r.ContentLength)
 		defer pooled.done()
 	}
