@@ -69,6 +69,9 @@ type Deliverer struct {
 	// attempting counts the events holding a worker's slot (the upstream's attempts in flight),
 	// recording those whose attempt ended and whose outcome is being recorded.
 	attempting, recording int
+	// attemptTakes is how long an event holds a worker's slot, on average (0 until one has);
+	// usableWait is how long the last leased events could wait to start (see leaseRoom).
+	attemptTakes, usableWait time.Duration
 	// entitiesInWork holds the entities one of whose events is attempted or being recorded.
 	entitiesInWork map[string]bool
 	started        bool

@@ -84,7 +84,7 @@ func (d *Deliverer) dispatch(now time.Time) {
 		go func() {
 			defer d.attempts.Done()
 			defer d.recorded(ev.Entity)
-			slot := &upstreamSlot{d: d, held: true}
+			slot := &upstreamSlot{d: d, held: true, since: now}
 			defer slot.release()
 			d.process(s, ev, next.until, slot)
 		}()
@@ -100,6 +100,8 @@ func (d *Deliverer) dispatch(now time.Time) {
 type upstreamSlot struct {
 	d    *Deliverer
 	held bool
+	// since is when the event started.
+	since time.Time
 }
 
 func (s *upstreamSlot) release() {
@@ -108,10 +110,16 @@ func (s *upstreamSlot) release() {
 	}
 	s.held = false
 	d := s.d
+	now := time.Now()
 	d.mu.Lock()
+	if took := now.Sub(s.since); d.attemptTakes == 0 {
+		d.attemptTakes = took
+	} else {
+		d.attemptTakes += (took - d.attemptTakes) / 4 // a moving average
+	}
 	d.attempting--
 	d.recording++
-	d.dispatch(time.Now())
+	d.dispatch(now)
 	d.mu.Unlock()
 	d.Notify() // a paused upstream's next probe may be leased
 }

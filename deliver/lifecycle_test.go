@@ -185,3 +185,35 @@ func TestInvalidConfigHoldsDeliveries(t *testing.T) {
 		return fake.count(testNamespace, dedupe.Delivered) == 2
 	})
 }
+
+// Stop gives outcomes already being recorded outboxTimeout once it abandons the attempts, as
+// it says, not until their leases end (the attempt's timeout plus 30 s): a store that hangs
+// does not hold a reload or a shutdown that long.
+func TestStopGivesUpOnAStoreThatHangs(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, ok)
+	out := newHeldUpdateOutbox(t)
+	for i := range 4 {
+		out.add(testEvent(fmt.Sprintf("evt_%02d", i), "{}"))
+	}
+	cfg := testConfig(t, up.URL)
+	cfg.Workers = 2
+	d := New(out, testNamespace, cfg, nil)
+	d.Start()
+	waitFor(t, 5*time.Second, "4 outcomes waiting on the store", func() bool { return out.arrived.Load() >= 4 })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- d.Stop(ctx) }()
+	select {
+	case err := <-stopped:
+		if err == nil {
+			t.Errorf("Stop with outcomes stuck in the store returned no error")
+		}
+	case <-time.After(outboxTimeout + 5*time.Second):
+		close(out.release) // let Stop end
+		<-stopped
+		t.Errorf("Stop did not return within %v of abandoning the attempts", outboxTimeout+5*time.Second)
+	}
+}

@@ -80,6 +80,9 @@ func (d *Deliverer) leaseDue(ctx context.Context) (wait time.Duration, err error
 	if ctx.Err() != nil || d.stopped {
 		return wait, nil // stopping: what was just leased comes due again after its lease
 	}
+	if len(events) > 0 && events[0] != nil {
+		d.usableWait = events[0].NextAttempt.Sub(now) - (s.cfg.Timeout + startMargin)
+	}
 	d.queueLeased(s, events)
 	d.dispatch(time.Now())
 	return wait, nil
@@ -90,8 +93,10 @@ func (d *Deliverer) leaseDue(ctx context.Context) (wait time.Duration, err error
 // ahead, so a worker whose attempt ends starts the next at once instead of waiting for a
 // Lease. They are leased in batches of at least Workers (or whatever is due once all have
 // started), not one per finished attempt: each Lease is a synced write, and the loop makes one
-// at a time, so the batch size bounds the drain. While the upstream is paused, only a probe is
-// leased, when it may go and none is leased ahead.
+// at a time, so the batch size bounds the drain. Fewer are leased ahead when attempts take so
+// long that the last would wait past the usable part of its lease (see startMargin) and
+// lapse: each lapse costs a Lease and delays the event by a whole lease. While the upstream is
+// paused, only a probe is leased, when it may go and none is leased ahead.
 func (d *Deliverer) leaseRoom(now time.Time) (n int, probeIn time.Duration) {
 	s := d.current
 	if s.invalid != nil {
@@ -105,7 +110,12 @@ func (d *Deliverer) leaseRoom(now time.Time) (n int, probeIn time.Duration) {
 		}
 		return free, probeIn
 	}
-	room := leaseAhead*workers - len(d.ready)
+	ahead := leaseAhead
+	if d.attemptTakes > 0 {
+		ahead = min(ahead, int(d.usableWait/d.attemptTakes))
+	}
+	free, _ := d.health.slots(workers, d.attempting, now)
+	room := max(ahead*workers, free) - len(d.ready)
 	if len(d.ready) > 0 && room < workers {
 		return 0, 0
 	}

@@ -137,12 +137,15 @@ const noRoomDelay = time.Minute
 // store records ev in the outbox (keep is the retention of a final state) and reports whether
 // it did. It waits for a slow store until the event's lease ends (until), and at least
 // outboxTimeout: giving up earlier would send a delivered event again for nothing, while
-// past the lease another worker may have taken it. A failure is logged: the event's lease
-// lapses and it is tried again, as at-least-once delivery allows. If another worker did take
-// it (ErrLeaseLost), that worker's outcome is the latest and this one is dropped.
+// past the lease another worker may have taken it. Once Stop abandons the attempts, it waits
+// outboxTimeout more at most. A failure is logged: the event's lease lapses and it is tried
+// again, as at-least-once delivery allows. If another worker did take it (ErrLeaseLost), that
+// worker's outcome is the latest and this one is dropped.
 func (d *Deliverer) store(ev *dedupe.Event, keep time.Duration, until time.Time, logger *zap.Logger) bool {
 	ctx, cancel := context.WithDeadline(context.Background(), later(until, time.Now().Add(outboxTimeout)))
 	defer cancel()
+	stopWaiting := context.AfterFunc(d.attemptsCtx, func() { time.AfterFunc(outboxTimeout, cancel) })
+	defer stopWaiting()
 	err := d.out.Update(ctx, ev, keep)
 	switch {
 	case errors.Is(err, dedupe.ErrNoRoom) && ev.State == dedupe.Dead:
