@@ -15,7 +15,7 @@ const scrapeTimeout = 2 * time.Second
 
 var (
 	queueDepthDesc = prometheus.NewDesc("hookgate_queue_depth",
-		"Events of an async route by state: pending (queued, not yet delivered or dead) and in_flight (being sent now).",
+		"Events of an async route by state: pending (queued, not yet delivered or dead) and in_flight (being sent now, or sent and its outcome being recorded).",
 		[]string{"route", "state"}, nil)
 	upstreamPausedDesc = prometheus.NewDesc("hookgate_upstream_paused",
 		"1 while an async route's upstream is paused after failures in a row (one event at a time probes it), else 0.",
