@@ -37,6 +37,8 @@ type Store struct {
 	leasing sync.Map
 	// floors is where each namespace's Lease scan starts (outbox_floor.go).
 	floors dueFloors
+	// leases are the Outbox's leases, held in memory (outbox_leases.go).
+	leases *leaseTable
 	// claims are sync mode's claims in flight (claims.go).
 	claims *claimTable
 	// pending is each namespace's backlog of undelivered events (outbox_pending.go).
@@ -61,9 +63,10 @@ func Open(dir string) (*Store, error) {
 
 // Reopen opens the directory of previous, a store of this process that
 // failed and has been closed, again. Unlike Open it leaves the events
-// previous leased to their leases, since this process's deliverers may still
-// be sending them, and it keeps previous's sync-mode claims, since their
-// requests may still be with the app: neither is handed out twice.
+// previous leased to their leases (it takes over previous's lease table),
+// since this process's deliverers may still be sending them, and it keeps
+// previous's sync-mode claims, since their requests may still be with the
+// app: neither is handed out twice.
 func Reopen(previous *Store) (*Store, error) {
 	return openBadger(previous.dir, false, previous)
 }
@@ -78,12 +81,12 @@ func openBadger(dir string, perTxnSync bool, previous *Store) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dedupe: open %s: %w", dir, lockError(err))
 	}
-	b := &Store{db: db, dir: dir, failed: failed, claims: &claimTable{}, clock: time.Now}
+	b := &Store{db: db, dir: dir, failed: failed, claims: &claimTable{}, leases: &leaseTable{}, clock: time.Now}
 	if !perTxnSync {
-		b.commits = startCommitter(db, failed, b.pending.settle)
+		b.commits = startCommitter(db, failed, b.settled)
 	}
 	if previous != nil {
-		b.claims = previous.claims
+		b.claims, b.leases = previous.claims, previous.leases
 	} else if err := b.recoverLeases(b.clock()); err != nil {
 		b.closeWriter()
 		db.Close()
@@ -210,6 +213,12 @@ func (b *Store) Close() error {
 		return fmt.Errorf("dedupe: close: %w", err)
 	}
 	return nil
+}
+
+// settled is told of every write transaction once it is committed or discarded.
+func (b *Store) settled(txn *badger.Txn, committed bool) {
+	b.pending.settle(txn, committed)
+	b.floors.settle(txn)
 }
 
 // closeWriter stops the committer, if any, once its queue is committed.
