@@ -224,15 +224,15 @@ type dueEvent struct {
 	at    uint64 // its due time (sortNanos)
 	floor string // its entry's key after the prefix, a floor at it
 	keys  outboxKeys
-	rec  *outboxRecord
+	rec   *outboxRecord
 }
 
 // dueScan is what scanDue found.
 type dueScan struct {
 	due   []dueEvent // events to lease, in due order
 	stale [][]byte   // due-index keys found not to match their record, to delete
-	// earliest is where the earliest entry the scan leaves in place is (a floor at the limit when
-	// it found none), passing over those of leased events and stale ones: the floor, once the
+	// earliest is where the earliest entry the scan leaves in place is (a floor just past the
+	// limit when it found none), passing over those of leased events and stale ones: the floor, once the
 	// stale ones are deleted.
 	earliest string
 	cut      bool // stopped at the bounds of one scan, before the limit
@@ -245,7 +245,8 @@ type dueScan struct {
 func scanDue(txn *badger.Txn, namespace string, prefix []byte, from string, limit uint64, n int, clock time.Time, held func(id string) bool) (dueScan, error) {
 	it := keyIterator(txn, prefix)
 	defer it.Close()
-	limitFloor := string(binary.BigEndian.AppendUint64(nil, limit))
+	// Past the limit: every entry at or before it is walked (entries due at it too).
+	limitFloor := string(binary.BigEndian.AppendUint64(nil, limit+1))
 	scan := dueScan{earliest: limitFloor}
 	var budget txnBudget
 	passed := 0

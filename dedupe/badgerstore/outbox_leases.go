@@ -246,7 +246,7 @@ func (ns *nsLeases) remove(e *heldLease) {
 // leaseHeap orders leases by their end, then ID (container/heap).
 type leaseHeap []*heldLease
 
-func (h *leaseHeap) Len() int           { return len(*h) }
+func (h *leaseHeap) Len() int { return len(*h) }
 func (h *leaseHeap) Less(i, j int) bool {
 	a, b := (*h)[i], (*h)[j]
 	return a.until.Before(b.until) || (a.until.Equal(b.until) && a.id < b.id) // as due entries sort
