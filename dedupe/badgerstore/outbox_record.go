@@ -30,11 +30,13 @@ type outboxRecord struct {
 	LastError   string
 	AcceptedAt  time.Time
 	UpdatedAt   time.Time
-	// Leased marks a Pending event handed out by Lease and not yet updated: at open, such a
-	// lease can only belong to a process that died (see recoverLeases).
+	// Leased marks a Pending event that an earlier version handed out and wrote as leased, not
+	// yet updated: at open, such a lease can only belong to a process that died (see
+	// recoverLeases). Leases are held in memory now (outbox_leases.go), and no longer written.
 	Leased bool
-	// Leases counts the leases handed out for the event: the number of the latest is the token
-	// that Update must be given (Event.LeaseToken), which fences off holders whose lease lapsed.
+	// Leases is the token (Event.LeaseToken) of the holder that last updated the event, which
+	// Update must be given while no lease is held in memory (0: never leased); earlier versions
+	// kept the count of leases handed out, the number of the latest lease.
 	Leases uint64
 }
 
