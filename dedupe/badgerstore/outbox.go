@@ -133,7 +133,8 @@ func (b *Store) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration
 	if err != nil {
 		return fmt.Errorf("dedupe: update: %w", err)
 	}
-	var begun bool // the lease table let this Update through (beginUpdate)
+	var begun bool    // the lease table let this Update through (beginUpdate)
+	var due time.Time // when it reschedules the event (Pending)
 	err = b.update(ctx, "update", func(txn *badger.Txn) error {
 		now := b.clock()
 		old, live, err := getRecord(txn, ok.record, now)
@@ -163,8 +164,11 @@ func (b *Store) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration
 			if rec.NextAttempt.IsZero() {
 				rec.NextAttempt = now
 			}
-			return b.store(txn, ok, old, rec, time.Time{})
+			err := b.store(txn, ok, old, rec, time.Time{})
+			due = rec.NextAttempt
+			return err
 		}
+		due = time.Time{}
 		expires := now.Add(keep)
 		keepPayload := shed
 		if ev.State == dedupe.Dead {
@@ -181,9 +185,16 @@ func (b *Store) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration
 		}
 		return b.store(txn, ok, old, rec, expires)
 	})
-	if begun && b.leases.endUpdate(ok.ns, ok.id, ev.LeaseToken, err == nil) {
-		// The event's due entry was passed over while this Update was in progress.
+	if !begun {
+		return err
+	}
+	// Scans passed over the event's due entries while it was in the lease table: they must
+	// find the one this Update wrote, or the one it failed to replace.
+	switch dropped := b.leases.endUpdate(ok.ns, ok.id, ev.LeaseToken, err == nil); {
+	case dropped:
 		b.floors.reset(ok.ns)
+	case err == nil && !due.IsZero():
+		b.floors.lowerAfter(ok.ns, due)
 	}
 	return err
 }

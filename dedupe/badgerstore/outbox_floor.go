@@ -104,11 +104,7 @@ func (f *dueFloors) lower(txn *badger.Txn, namespace string, t time.Time) {
 	at := floorAt(t)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	d := f.get(namespace)
-	d.at = min(d.at, at)
-	if d.scans > 0 {
-		d.capAt = min(d.capAt, at)
-	}
+	f.lowerTo(namespace, at)
 	if f.inTxn == nil {
 		f.inTxn = map[*badger.Txn]map[string]string{}
 	}
@@ -119,6 +115,23 @@ func (f *dueFloors) lower(txn *badger.Txn, namespace string, t time.Time) {
 	}
 	if prev, ok := dues[namespace]; !ok || at < prev {
 		dues[namespace] = at
+	}
+}
+
+// lowerAfter lowers the floor, and what the scans in progress raise it to, to a due entry at t
+// that is committed: for an entry that scans pass over until later (an Update's, while its lease
+// is in the lease table).
+func (f *dueFloors) lowerAfter(namespace string, t time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lowerTo(namespace, floorAt(t))
+}
+
+func (f *dueFloors) lowerTo(namespace, at string) {
+	d := f.get(namespace)
+	d.at = min(d.at, at)
+	if d.scans > 0 {
+		d.capAt = min(d.capAt, at)
 	}
 }
 
