@@ -284,13 +284,19 @@ func (b *Store) store(txn *badger.Txn, ok outboxKeys, old, rec *outboxRecord, ex
 		oldState = ok.state(old.State, old.AcceptedAt)
 	}
 	newState := ok.state(rec.State, rec.AcceptedAt)
-	if oldState != nil && !bytes.Equal(oldState, newState) {
+	switch {
+	case oldState == nil:
+	case !bytes.Equal(oldState, newState):
 		if err := txn.Delete(oldState); err != nil {
 			return err
 		}
+	case rec.State == dedupe.Pending:
+		newState = nil // a retry: the pending entry, which never expires, stays as it is
 	}
-	if err := txn.SetEntry(entry(newState, nil, expires)); err != nil {
-		return err
+	if newState != nil {
+		if err := txn.SetEntry(entry(newState, nil, expires)); err != nil {
+			return err
+		}
 	}
 	if rec.State != dedupe.Pending {
 		if oldDue == nil {

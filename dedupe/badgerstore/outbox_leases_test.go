@@ -190,3 +190,36 @@ func TestDeliveryCycleHandsOutEachEventOnce(t *testing.T) {
 		}
 	}
 }
+
+// A retry (Update to Pending) leaves the event's pending state entry as it is: it lists the
+// event by its accept time, which a retry does not change, and never expires.
+func TestRetryLeavesTheStateEntry(t *testing.T) {
+	b := openTest(t)
+	enqueue(t, b, queued("e", base))
+	ev := lease(t, b, base, 1, time.Minute)[0]
+	ev.Attempts, ev.NextAttempt = 1, base.Add(time.Hour)
+	update(t, b, ev, 0)
+	ok, _ := keysFor("stripe", "e")
+	versions := 0
+	err := b.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.AllVersions, opts.Prefix = true, ok.state(dedupe.Pending, base)
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			versions++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if versions != 1 {
+		t.Errorf("%d versions of the pending state entry, want the one Accept wrote", versions)
+	}
+	listed, err := b.List(context.Background(), "stripe", dedupe.Pending, dedupe.Cursor{}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectIDs(t, "listed pending", listed, "e")
+}
