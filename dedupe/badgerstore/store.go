@@ -54,9 +54,11 @@ type Store struct {
 // returns once its write is synced (commit.go). A background goroutine
 // reclaims value-log space (gc.go) until Close.
 //
-// Events that were leased when the directory was last closed are made due
-// at once: Badger locks its directory, so the process that leased them is
-// gone (outbox_recover.go).
+// Leases are held in memory (outbox_leases.go), so the events that were
+// leased when the directory was last closed are due as they were before:
+// Badger locks its directory, so the process that leased them is gone. Those
+// that an earlier version wrote as leased are made due at once
+// (outbox_recover.go).
 func Open(dir string) (*Store, error) {
 	return openBadger(dir, false, nil)
 }
