@@ -351,19 +351,34 @@ func retain(txn *badger.Txn, k []byte, expires time.Time) (*payload, error) {
 }
 
 // shed rewrites the payload without its body and headers, expiring at
-// expires, and returns it as it was. A delivered or superseded event is
+// expires, and returns it so. A delivered or superseded event is
 // never sent again, so keeping its body for the listing period would only
 // double the value log's writes and hold a KiB or more per event on disk
 // (at 100 events/s over the default 24h keep, 8 GiB); its headers, which
 // no listing shows, would stay in the LSM tree, a few hundred bytes an event.
+// It decodes the stored value in place rather than copying out the body.
 func shed(txn *badger.Txn, k []byte, expires time.Time) (*payload, error) {
-	p, err := getPayload(txn, k)
+	item, err := txn.Get(k)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, fmt.Errorf("event record without payload %q", k)
+	}
 	if err != nil {
 		return nil, err
 	}
-	meta := *p
-	meta.Header, meta.body = nil, nil
-	return p, txn.SetEntry(entry(k, meta.encode(), expires))
+	var meta *payload
+	err = item.Value(func(v []byte) error {
+		p, err := decodePayload(v)
+		if err != nil {
+			return err
+		}
+		p.Header, p.body = nil, nil // the body aliases v, which is Badger's only during this call
+		meta = p
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return meta, txn.SetEntry(entry(k, meta.encode(), expires))
 }
 
 // payloadBytes copies out the stored payload of an event whose record is live.
