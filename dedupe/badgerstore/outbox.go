@@ -81,6 +81,8 @@ func (b *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, de
 		if err := markDone(txn, ids, now.Add(dedupeTTL)); err != nil {
 			return err
 		}
+		// A lease of an earlier event under this ID, expired, is not this one's.
+		b.leases.drop(ok.ns, ok.id)
 		// old is an expired record of a reused ID whose Badger TTL has not
 		// yet dropped it; reindex removes its index entries.
 		if err := txn.Set(ok.payload, pay); err != nil {
@@ -240,6 +242,7 @@ func (b *Store) Replay(ctx context.Context, namespace, id string, now time.Time)
 		}
 		rec := *old
 		rec.State, rec.Attempts, rec.NextAttempt, rec.UpdatedAt = dedupe.Pending, 0, now, now
+		b.leases.drop(ok.ns, ok.id) // a lease left by a failed commit that wrote Dead
 		if _, err := retain(txn, ok.payload, time.Time{}); err != nil {
 			return err
 		}

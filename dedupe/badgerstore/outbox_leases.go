@@ -171,6 +171,19 @@ func (t *leaseTable) forget(namespace, id string, token uint64) {
 	}
 }
 
+// drop removes the event's entry, whatever it holds: an event written anew (accepted again under
+// an expired ID, or replayed) is not the one its holder was sent, and only a lease left by a
+// failed commit that still wrote its holder's final state can be there. An Update still pinning
+// it then ends without finding it (endUpdate).
+func (t *leaseTable) drop(namespace, id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ns := t.get(namespace)
+	if e := ns.byID[id]; e != nil {
+		ns.remove(e)
+	}
+}
+
 // show sets a Pending event's lease, if it has one, as read from its record: its NextAttempt is
 // the lease's end, as it would be had the lease been written, and its LeaseToken the lease's.
 func (t *leaseTable) show(ev *dedupe.Event) {
