@@ -22,7 +22,7 @@ const maxAttempts = 100
 
 // updateAlone runs fn in a read-write transaction of its own, retrying it
 // from scratch when Badger reports an optimistic conflict. (It is
-// badger.DB.Update, telling the backlog counts how each transaction ended.)
+// badger.DB.Update, telling the store how each transaction ended.)
 func (b *Store) updateAlone(ctx context.Context, fn func(*badger.Txn) error) error {
 	for range maxAttempts {
 		if err := ctx.Err(); err != nil {
@@ -34,7 +34,7 @@ func (b *Store) updateAlone(ctx context.Context, fn func(*badger.Txn) error) err
 			err = txn.Commit()
 		}
 		txn.Discard()
-		b.pending.settle(txn, err == nil)
+		b.settled(txn, err == nil)
 		if !errors.Is(err, badger.ErrConflict) {
 			return err
 		}

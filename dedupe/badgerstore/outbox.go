@@ -81,6 +81,8 @@ func (b *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, de
 		if err := markDone(txn, ids, now.Add(dedupeTTL)); err != nil {
 			return err
 		}
+		// A lease of an earlier event under this ID, expired, is not this one's.
+		b.leases.drop(ok.ns, ok.id)
 		// old is an expired record of a reused ID whose Badger TTL has not
 		// yet dropped it; reindex removes its index entries.
 		if err := txn.Set(ok.payload, pay); err != nil {
@@ -133,7 +135,9 @@ func (b *Store) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration
 	if err != nil {
 		return fmt.Errorf("dedupe: update: %w", err)
 	}
-	return b.update(ctx, "update", func(txn *badger.Txn) error {
+	var begun bool    // the lease table let this Update through (beginUpdate)
+	var due time.Time // when it reschedules the event (Pending)
+	err = b.update(ctx, "update", func(txn *badger.Txn) error {
 		now := b.clock()
 		old, live, err := getRecord(txn, ok.record, now)
 		switch {
@@ -141,14 +145,18 @@ func (b *Store) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration
 			return err
 		case !live:
 			return fmt.Errorf("%q: %w", ev.ID, dedupe.ErrNotFound)
-		case ev.LeaseToken != old.Leases:
-			return fmt.Errorf("event %q, lease %d of %d: %w", ev.ID, ev.LeaseToken, old.Leases, dedupe.ErrLeaseLost)
-		case final(old.State):
+		case !begun && !b.leases.beginUpdate(ok.ns, ok.id, ev.LeaseToken, old.Leases):
+			return fmt.Errorf("event %q, lease %d: %w", ev.ID, ev.LeaseToken, dedupe.ErrLeaseLost)
+		}
+		begun = true
+		if final(old.State) {
 			return fmt.Errorf("event %q is already %s", ev.ID, old.State)
 		}
+		// The record keeps the token, so that this holder, whose lease ends here, is the latest
+		// until the event is leased again.
 		rec := &outboxRecord{
 			State: ev.State, Attempts: ev.Attempts, LastStatus: ev.LastStatus, LastError: ev.LastError,
-			AcceptedAt: old.AcceptedAt, UpdatedAt: ev.UpdatedAt, Leases: old.Leases,
+			AcceptedAt: old.AcceptedAt, UpdatedAt: ev.UpdatedAt, Leases: ev.LeaseToken,
 		}
 		if rec.UpdatedAt.IsZero() {
 			rec.UpdatedAt = now
@@ -158,8 +166,11 @@ func (b *Store) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration
 			if rec.NextAttempt.IsZero() {
 				rec.NextAttempt = now
 			}
-			return b.store(txn, ok, old, rec, time.Time{})
+			err := b.store(txn, ok, old, rec, time.Time{})
+			due = rec.NextAttempt
+			return err
 		}
+		due = time.Time{}
 		expires := now.Add(keep)
 		keepPayload := shed
 		if ev.State == dedupe.Dead {
@@ -176,6 +187,18 @@ func (b *Store) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration
 		}
 		return b.store(txn, ok, old, rec, expires)
 	})
+	if !begun {
+		return err
+	}
+	// Scans passed over the event's due entries while it was in the lease table: they must
+	// find the one this Update wrote, or the one it failed to replace.
+	switch dropped := b.leases.endUpdate(ok.ns, ok.id, ev.LeaseToken, err == nil); {
+	case dropped:
+		b.floors.reset(ok.ns)
+	case err == nil && !due.IsZero():
+		b.floors.lowerAfter(ok.ns, due)
+	}
+	return err
 }
 
 // advanceDelivered raises the entity's delivered version to the event's,
@@ -219,6 +242,7 @@ func (b *Store) Replay(ctx context.Context, namespace, id string, now time.Time)
 		}
 		rec := *old
 		rec.State, rec.Attempts, rec.NextAttempt, rec.UpdatedAt = dedupe.Pending, 0, now, now
+		b.leases.drop(ok.ns, ok.id) // a lease left by a failed commit that wrote Dead
 		if _, err := retain(txn, ok.payload, time.Time{}); err != nil {
 			return err
 		}
@@ -231,11 +255,14 @@ func (b *Store) Replay(ctx context.Context, namespace, id string, now time.Time)
 // entry is written while the event is Pending, a leased entry while it is
 // Leased, and the state entry expires with the record.
 //
-// An old due entry in the future, such as the lease expiry of an event just
-// delivered, is left in place: a Lease drops it as stale when it comes due.
-// Deleting it would leave a tombstone above where Leases stop scanning, and
-// every Lease would then walk the tombstones of all the events delivered
-// within the last lease time before finding that nothing is due.
+// An old due entry in the future, such as the lease expiry that an earlier
+// version wrote for an event just delivered, is left in place: a Lease drops
+// it as stale when it comes due. Deleting it would leave a tombstone above
+// where Leases stop scanning, and every Lease would then walk the tombstones
+// of all the events delivered within the last lease time before finding that
+// nothing is due. (Leases are held in memory now and leave an event's due
+// entry where it was, due at or before the Lease, so its holder's Update
+// deletes it below the floor.)
 //
 // A Pending event due in the past is written as due now: as the writes are serialized, no due
 // entry is then ever written below where an earlier Lease stopped scanning, which is what lets
@@ -260,13 +287,19 @@ func (b *Store) store(txn *badger.Txn, ok outboxKeys, old, rec *outboxRecord, ex
 		oldState = ok.state(old.State, old.AcceptedAt)
 	}
 	newState := ok.state(rec.State, rec.AcceptedAt)
-	if oldState != nil && !bytes.Equal(oldState, newState) {
+	switch {
+	case oldState == nil:
+	case !bytes.Equal(oldState, newState):
 		if err := txn.Delete(oldState); err != nil {
 			return err
 		}
+	case rec.State == dedupe.Pending:
+		newState = nil // a retry: the pending entry, which never expires, stays as it is
 	}
-	if err := txn.SetEntry(entry(newState, nil, expires)); err != nil {
-		return err
+	if newState != nil {
+		if err := txn.SetEntry(entry(newState, nil, expires)); err != nil {
+			return err
+		}
 	}
 	if rec.State != dedupe.Pending {
 		if oldDue == nil {
@@ -275,7 +308,7 @@ func (b *Store) store(txn *badger.Txn, ok outboxKeys, old, rec *outboxRecord, ex
 		return txn.Delete(oldDue)
 	}
 	newDue := ok.due(rec.NextAttempt)
-	b.floors.lower(ok.ns, rec.NextAttempt)
+	b.floors.lower(txn, ok.ns, rec.NextAttempt)
 	if oldDue != nil && !bytes.Equal(oldDue, newDue) {
 		if err := txn.Delete(oldDue); err != nil {
 			return err

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
+
 	"github.com/hookgate/hookgate/dedupe"
 )
 
@@ -24,20 +26,46 @@ func TestLeaseFindsEntriesWrittenBelowTheFloor(t *testing.T) {
 func TestFloorFallsBackToFullScans(t *testing.T) {
 	var f dueFloors
 	t0 := time.Now()
-	if got := f.start("ns", t0); got != 0 {
-		t.Fatalf("first scan starts at %d, want a full scan", got)
+	if got := f.start("ns", t0); got != "" {
+		t.Fatalf("first scan starts at %q, want a full scan", got)
 	}
-	f.raise("ns", sortNanos(t0.Add(time.Minute)))
-	if got, want := f.start("ns", t0.Add(time.Second)), sortNanos(t0.Add(time.Minute)); got != want {
-		t.Fatalf("scan starts at %d, want the floor %d", got, want)
+	f.done("ns", floorAt(t0.Add(time.Minute)))
+	if got, want := f.start("ns", t0.Add(time.Second)), floorAt(t0.Add(time.Minute)); got != want {
+		t.Fatalf("scan starts at %q, want the floor %q", got, want)
 	}
-	f.lower("ns", t0)
-	if got := f.start("ns", t0.Add(2*time.Second)); got != sortNanos(t0) {
-		t.Fatalf("after a write below it, scan starts at %d, want %d", got, sortNanos(t0))
+	f.done("ns", "")
+	f.lower(nil, "ns", t0)
+	f.settle(nil)
+	if got := f.start("ns", t0.Add(2*time.Second)); got != floorAt(t0) {
+		t.Fatalf("after a write below it, scan starts at %q, want %q", got, floorAt(t0))
 	}
-	f.raise("ns", sortNanos(t0.Add(time.Hour)))
-	if got := f.start("ns", t0.Add(fullScanEvery+time.Second)); got != 0 {
-		t.Fatalf("after %v, scan starts at %d, want a full scan", fullScanEvery, got)
+	f.done("ns", floorAt(t0.Add(time.Hour)))
+	if got := f.start("ns", t0.Add(fullScanEvery+time.Second)); got != "" {
+		t.Fatalf("after %v, scan starts at %q, want a full scan", fullScanEvery, got)
+	}
+}
+
+// A scan reads a snapshot: a due entry written by a transaction that commits after it, whether
+// applied before the scan began or while it ran, is not in it, so the scan must not raise the
+// floor past that entry.
+func TestFloorStaysBelowWritesAScanMayNotSee(t *testing.T) {
+	var f dueFloors
+	t0 := time.Now()
+	f.start("ns", t0)
+	f.done("ns", floorAt(t0))
+	var before, during badger.Txn
+	f.lower(&before, "ns", t0.Add(time.Second)) // applied, not yet committed
+	f.start("ns", t0.Add(2*time.Second))
+	f.lower(&during, "ns", t0.Add(3*time.Second))
+	f.settle(&before)
+	f.settle(&during)
+	f.done("ns", floorAt(t0.Add(time.Hour)))
+	if got := f.start("ns", t0.Add(4*time.Second)); got != floorAt(t0.Add(time.Second)) {
+		t.Fatalf("scan starts at %q, want the earliest write the last one may have missed, %q", got, floorAt(t0.Add(time.Second)))
+	}
+	f.done("ns", floorAt(t0.Add(time.Hour)))
+	if got := f.start("ns", t0.Add(5*time.Second)); got != floorAt(t0.Add(time.Hour)) {
+		t.Fatalf("scan starts at %q, want %q once the writes were seen", got, floorAt(t0.Add(time.Hour)))
 	}
 }
 

@@ -21,10 +21,12 @@ import (
 //	"<ns>\x00q\x00<8-byte due nanos><id>"        due index of Pending events, empty value
 //	"<ns>\x00s\x00<state>\x00<8-byte nanos><id>" state index by accept time, empty value
 //	"<ns>\x00d\x00<entity>"                      newest delivered version, as versionValue
-//	"<ns>\x00l\x00<id>"                          leased index: events handed out by Lease and not yet updated, empty value
+//	"<ns>\x00l\x00<id>"                          leased index: events handed out and not yet updated, empty value (earlier versions)
 //
-// The leased index is what recovery at open reads (outbox_recover.go), instead of every key; it
-// is written and deleted in the transactions that set and clear a record's Leased.
+// The leased index is what recovery at open reads (outbox_recover.go), instead of every key; the
+// earlier versions that wrote leases to disk wrote and deleted it in the transactions that set
+// and cleared a record's Leased. Leases are held in memory now (outbox_leases.go): an Update
+// still deletes the entry of an event leased by an earlier version.
 //
 // The accepted version of an entity is the ledger's own version record
 // ('v'), so sync and async routes of one namespace agree on staleness.

@@ -1,7 +1,9 @@
 package badgerstore
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -10,28 +12,24 @@ import (
 	"github.com/hookgate/hookgate/dedupe"
 )
 
-// Lease implements dedupe.Outbox. It scans the namespace's due index, which sorts by
-// due time, from the start up to now, so its cost is the number of events it
-// hands out, not the size of the queue.
+// Lease implements dedupe.Outbox. It reads the namespace's due index, which sorts by due
+// time, from the floor up to now, so its cost is the number of events it hands out, not the size
+// of the queue; and it writes nothing: leases are held in memory (outbox_leases.go), and an
+// event's record keeps its due time until its holder's Update. Events whose lease lapsed are
+// found in the lease table and handed out again with the due ones, by due time (a lapsed
+// lease's is its end).
 //
-// An event is never handed to two callers within its lease: writes are
-// applied one at a time (commit.go), so a Lease sees the due times that the
-// Leases before it moved, even in the same group commit. Leases of one
-// namespace also take turns (Badger locks its directory, so every caller is
-// in this process): concurrent ones would all want the same head of the
-// queue, and taking turns keeps one namespace's pollers from filling groups
-// with Leases that find nothing due. (In the per-transaction baseline of the
-// benchmarks, the turns also keep Leases from failing each other with
-// optimistic conflicts; there, of two that took the same event the later
-// one to commit fails and is retried against the winner's writes.)
+// An event is never handed to two callers within its lease: the lease table takes each one for
+// one caller only, and only if no Update ended a lease of it since the scan's snapshot. Leases
+// of one namespace also take turns (Badger locks its directory, so every caller is in this
+// process): concurrent ones would all want the same head of the queue.
 //
-// An index entry that does not match its record, such as the lease expiry of
-// an event delivered or rescheduled within its lease (see store), is deleted
-// as the scan walks past it. Thousands of those can come due at once, and a
-// caller can ask for thousands of events, so the work of one transaction is
-// bounded (outbox_lease_budget.go): a call goes on in further transactions,
-// a bounded number of them, and may hand out fewer than n events while more
-// are due; the next call carries on from where it stopped.
+// An index entry that does not match its record, such as the lease expiry of an event leased by
+// an earlier version and delivered within its lease, is deleted after the scan in a write of its
+// own. Thousands of those can come due at once, and a caller can ask for thousands of events, so
+// the work of one scan is bounded (outbox_lease_budget.go): a call goes on in further scans, a
+// bounded number of them, and may hand out fewer than n events while more are due; the next
+// call carries on from where it stopped.
 func (b *Store) Lease(ctx context.Context, namespace string, now time.Time, n int, lease time.Duration) ([]*dedupe.Event, error) {
 	turn, ok := b.leasing.Load(namespace)
 	if !ok {
@@ -47,10 +45,10 @@ func (b *Store) Lease(ctx context.Context, namespace string, now time.Time, n in
 }
 
 // lease is Lease without taking turns, safe all the same. It leases in rounds of one bounded
-// transaction each (leaseRound), until it has n events, reaches the events due at now, or has
-// done leaseRounds, so that a call's work is bounded too. Events already leased when a later
-// round fails are handed out all the same, as a committed lease must be; the next call meets
-// the error again.
+// scan each (leaseRound), until it has n events, reaches the events due at now, or has done
+// leaseRounds, so that a call's work is bounded too. Events already leased when a later round
+// fails are handed out all the same, as a lease taken must be; the next call meets the error
+// again.
 func (b *Store) lease(ctx context.Context, namespace string, now time.Time, n int, lease time.Duration) ([]*dedupe.Event, error) {
 	if lease <= 0 {
 		return nil, fmt.Errorf("dedupe: lease: lease must be positive, got %v", lease)
@@ -82,91 +80,198 @@ func (b *Store) lease(ctx context.Context, namespace string, now time.Time, n in
 	return out, nil
 }
 
-// leaseRound leases up to n events due at or before now in one transaction, until then, and
-// deletes the stale entries it walks past, within the bounds of one transaction (outbox_lease_budget.go).
-// cut says it stopped at those bounds, with entries due at now still beyond.
+// leaseRound leases up to n events due at or before now until then: those it finds in one
+// bounded scan of the due index (scanDue) and those whose lease lapsed, earliest due first. It
+// deletes the stale entries the scan walked past. cut says the scan stopped at its bounds, with
+// entries due at now still beyond.
 func (b *Store) leaseRound(ctx context.Context, namespace string, prefix []byte, now time.Time, n int, until time.Time) (out []*dedupe.Event, cut bool, err error) {
 	from := b.floors.start(namespace, b.clock())
+	seq := b.leases.beginScan(namespace)
+	var floor string // where the next scan starts: unchanged unless this one succeeds
+	defer func() {
+		b.leases.endScan(namespace)
+		b.floors.done(namespace, floor)
+	}()
+	lapsed := b.leases.lapsed(namespace, now, n)
 	var scan dueScan
-	err = b.update(ctx, "lease", func(txn *badger.Txn) error {
-		out = out[:0]
+	var picks []leasePick
+	err = b.view(ctx, "lease", func(txn *badger.Txn) error {
+		clock := b.clock()
+		held := func(id string) bool { return b.leases.held(namespace, id) }
 		var err error
-		if scan, err = scanDue(txn, namespace, prefix, from, sortNanos(now), n, b.clock()); err != nil {
+		if scan, err = scanDue(txn, namespace, prefix, from, sortNanos(now), n, clock, held); err != nil {
 			return err
 		}
-		for _, k := range scan.stale {
-			if err := txn.Delete(k); err != nil {
-				return err
-			}
-		}
-		for _, d := range scan.due {
-			if err := txn.Delete(d.key); err != nil {
-				return err
-			}
-			wasLeased := d.rec.Leased
-			d.rec.NextAttempt = until
-			d.rec.Leased = true
-			d.rec.Leases++ // the new holder's token
-			if err := putRecord(txn, d.keys.record, d.rec, time.Time{}); err != nil {
-				return err
-			}
-			if err := d.keys.setLeased(txn, wasLeased, true); err != nil {
-				return err
-			}
-			if err := txn.Set(d.keys.due(until), nil); err != nil {
-				return err
-			}
-			b.floors.lower(namespace, until)
-			p, err := getPayload(txn, d.keys.payload)
-			if err != nil {
-				return err
-			}
-			out = append(out, d.keys.event(d.rec, p))
-		}
-		return nil
+		picks, err = pickDue(txn, namespace, scan.due, lapsed, n, clock)
+		return err
 	})
 	if err != nil {
 		return nil, false, err
 	}
-	b.floors.raise(namespace, scan.earliest)
+	if err := b.dropStale(ctx, namespace, scan.stale); err != nil {
+		return nil, false, err
+	}
+	floor = scan.earliest
+	taken := 0
+	for _, p := range picks {
+		if p.fromScan {
+			taken++
+		}
+		if p.rec == nil {
+			b.leases.forget(namespace, p.keys.id, p.token)
+			continue
+		}
+		token, ok := b.leases.take(namespace, p.keys.id, p.token, seq, until)
+		if !ok {
+			continue
+		}
+		ev := p.keys.event(p.rec, p.payload)
+		ev.NextAttempt, ev.LeaseToken = until, token
+		out = append(out, ev)
+	}
+	if taken < len(scan.due) {
+		floor = min(floor, scan.due[taken].floor)
+	}
 	return out, scan.cut, nil
+}
+
+// leasePick is an event a Lease hands out if the lease table lets it: one found due by the scan
+// (token 0), or one whose lease with token lapsed. A lapsed one whose record is no longer
+// Pending has a nil rec: its lease is forgotten.
+type leasePick struct {
+	keys     outboxKeys
+	token    uint64
+	fromScan bool
+	rec      *outboxRecord
+	payload  *payload
+}
+
+// pickDue merges the events the scan found due with the lapsed leases, both earliest first, into
+// up to n picks, and reads their records and payloads.
+func pickDue(txn *badger.Txn, namespace string, due []dueEvent, lapsed []lapsedLease, n int, clock time.Time) ([]leasePick, error) {
+	var picks []leasePick
+	for len(picks) < n && (len(due) > 0 || len(lapsed) > 0) {
+		var p leasePick
+		if len(lapsed) == 0 || (len(due) > 0 && dueFirst(due[0], lapsed[0])) {
+			p = leasePick{keys: due[0].keys, fromScan: true, rec: due[0].rec}
+			due = due[1:]
+		} else {
+			ok, err := keysFor(namespace, lapsed[0].id)
+			if err != nil {
+				return nil, err
+			}
+			p = leasePick{keys: ok, token: lapsed[0].token}
+			lapsed = lapsed[1:]
+			rec, live, err := getRecord(txn, ok.record, clock)
+			if err != nil {
+				return nil, err
+			}
+			if live && rec.State == dedupe.Pending {
+				p.rec = rec
+			}
+		}
+		if p.rec != nil {
+			var err error
+			if p.payload, err = getPayload(txn, p.keys.payload); err != nil {
+				return nil, err
+			}
+		}
+		picks = append(picks, p)
+	}
+	return picks, nil
+}
+
+// dueFirst says whether d sorts before l, as their due entries would: by due time, then ID.
+func dueFirst(d dueEvent, l lapsedLease) bool {
+	at := sortNanos(l.until)
+	return d.at < at || (d.at == at && d.keys.id < l.id)
+}
+
+// dropStale deletes the due entries a scan found not to match their records, if they still do
+// not: a record may have been written since the scan's snapshot.
+func (b *Store) dropStale(ctx context.Context, namespace string, stale [][]byte) error {
+	if len(stale) == 0 {
+		return nil
+	}
+	prefix, _ := key(namespace, kindDue, "") // namespace already checked
+	return b.update(ctx, "lease", func(txn *badger.Txn) error {
+		for _, k := range stale {
+			at, id, err := splitIndexKey(k, len(prefix))
+			if err != nil {
+				return err
+			}
+			ok, err := keysFor(namespace, id)
+			if err != nil {
+				return err
+			}
+			rec, live, err := getRecord(txn, ok.record, b.clock())
+			if err != nil {
+				return err
+			}
+			if live && rec.State == dedupe.Pending && sortNanos(rec.NextAttempt) == at {
+				continue
+			}
+			if err := txn.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // dueEvent is a Pending event found in the due index.
 type dueEvent struct {
-	key  []byte // its due-index entry
-	keys outboxKeys
-	rec  *outboxRecord
+	at    uint64 // its due time (sortNanos)
+	floor string // its entry's key after the prefix, a floor at it
+	keys  outboxKeys
+	rec   *outboxRecord
 }
 
 // dueScan is what scanDue found.
 type dueScan struct {
 	due   []dueEvent // events to lease, in due order
 	stale [][]byte   // due-index keys found not to match their record, to delete
-	// earliest is the due time of the earliest entry the scan leaves in place (the limit
-	// when it found none): the floor, once the transaction is committed.
-	earliest uint64
-	cut      bool // stopped at the bounds of one transaction, before the limit
+	// earliest is where the earliest entry the scan leaves in place is (a floor just past the
+	// limit when it found none), passing over those of leased events and stale ones: the floor, once the
+	// stale ones are deleted.
+	earliest string
+	cut      bool // stopped at the bounds of one scan, before the limit
 }
 
 // scanDue finds up to n events due at or before the limit (sortNanos), starting at from, and
-// the stale entries before them, as many as one transaction's bounds take (outbox_lease_budget.go).
-// Records expired at clock are stale. Writes must wait until it returns: the iterator is closed
-// by then.
-func scanDue(txn *badger.Txn, namespace string, prefix []byte, from, limit uint64, n int, clock time.Time) (dueScan, error) {
+// the stale entries before them, as many as one scan's bounds take (outbox_lease_budget.go).
+// It passes over the entries of events held in the lease table (held). Records expired at clock
+// are stale.
+func scanDue(txn *badger.Txn, namespace string, prefix []byte, from string, limit uint64, n int, clock time.Time, held func(id string) bool) (dueScan, error) {
 	it := keyIterator(txn, prefix)
 	defer it.Close()
-	scan := dueScan{earliest: limit}
+	// Past the limit: every entry at or before it is walked (entries due at it too).
+	limitFloor := string(binary.BigEndian.AppendUint64(nil, limit+1))
+	scan := dueScan{earliest: limitFloor}
 	var budget txnBudget
+	passed := 0
 	for it.Seek(seekKey(prefix, from)); it.Valid(); it.Next() {
-		k := it.Item().KeyCopy(nil)
+		k := it.Item().Key()
 		at, id, err := splitIndexKey(k, len(prefix))
 		if err != nil {
 			return dueScan{}, err
 		}
-		if at > limit || len(scan.due) == n {
-			scan.earliest = min(at, limit)
+		here := string(k[len(prefix):])
+		if at > limit {
+			scan.earliest = limitFloor
 			break
+		}
+		if len(scan.due) == n {
+			scan.earliest = here
+			break
+		}
+		if passed == leaseWalk {
+			scan.earliest, scan.cut = here, true
+			break
+		}
+		if held(id) {
+			passed++
+			continue
 		}
 		ok, err := keysFor(namespace, id)
 		if err != nil {
@@ -178,17 +283,18 @@ func scanDue(txn *badger.Txn, namespace string, prefix []byte, from, limit uint6
 		}
 		if !live || rec.State != dedupe.Pending || sortNanos(rec.NextAttempt) != at {
 			if len(scan.stale) == leaseDeletes || !budget.take(deleteSize(k)) {
-				scan.earliest, scan.cut = at, true
+				scan.earliest, scan.cut = here, true
 				break
 			}
-			scan.stale = append(scan.stale, k)
+			scan.stale = append(scan.stale, bytes.Clone(k))
+			passed++
 			continue
 		}
-		if len(scan.due) == leaseEvents || !budget.take(leaseSize(k, ok, rec)) {
-			scan.earliest, scan.cut = at, true
+		if len(scan.due) == leaseEvents {
+			scan.earliest, scan.cut = here, true
 			break
 		}
-		scan.due = append(scan.due, dueEvent{key: k, keys: ok, rec: rec})
+		scan.due = append(scan.due, dueEvent{at: at, floor: here, keys: ok, rec: rec})
 	}
 	return scan, nil
 }

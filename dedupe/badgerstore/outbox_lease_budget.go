@@ -9,18 +9,21 @@ import "github.com/hookgate/hookgate/dedupe"
 // (the lease expiries of events delivered within their lease, after a pause of Leases such as
 // a restart), and so did every Lease after it, for good; so did a Lease of thousands of events.
 //
-// So one Lease transaction takes at most leaseDeletes stale entries and leaseEvents events
-// (four entries each: see leaseSize), and txnBytes of entries as Badger counts them: 1,000 +
-// 1,024 entries, under a third of Badger's count, and with 40-byte IDs ~150 KB, under txnBytes
-// (a quarter of Badger's bytes). The rest leaves room for the other requests of its group
-// commit (commit.go), and txnBytes bounds the transactions of events with long IDs. A Lease goes
-// on in further transactions, up to leaseRounds, so one call does at most 16,000 deletes and
-// leases 4,096 events; the next call continues where it stopped (the floor, outbox_floor.go).
-// Recovery at open (outbox_recover.go) takes recoverBatch events a transaction, with the same
-// txnBytes.
+// Leases are held in memory now (outbox_leases.go) and a Lease writes nothing but the stale
+// entries it deletes, in a write of its own after its scan. So one scan takes at most
+// leaseDeletes stale entries, and txnBytes of them as Badger counts them: 1,000 entries, under a
+// sixth of Badger's count, and with 40-byte IDs ~60 KB, under txnBytes (a quarter of Badger's
+// bytes), leaving room for the other requests of the delete's group commit (commit.go). It
+// hands out at most leaseEvents events, reading each one's body, and walks past at most leaseWalk
+// entries that it neither hands out nor deletes (those of leased events, and the stale ones). A
+// Lease goes on in further scans, up to leaseRounds, so one call deletes at most 16,000 entries
+// and leases 4,096 events; the next call continues where it stopped (the floor,
+// outbox_floor.go). Recovery at open (outbox_recover.go) takes recoverBatch events a
+// transaction, with the same txnBytes.
 const (
 	leaseDeletes = 1000
 	leaseEvents  = 256
+	leaseWalk    = 4096
 	leaseRounds  = 16
 	recoverBatch = 256
 	txnBytes     = 160 << 10
@@ -46,12 +49,6 @@ func (b *txnBudget) take(size int) bool {
 
 // deleteSize is the size of deleting the key k.
 func deleteSize(k []byte) int { return len(k) + entryOverhead }
-
-// leaseSize is the size of leasing the event whose due entry is k: that entry is deleted and
-// written again at the lease's end, the record rewritten and the leased entry written.
-func leaseSize(k []byte, ok outboxKeys, rec *outboxRecord) int {
-	return 2*deleteSize(k) + recordSize(ok, rec) + len(ok.record) + entryOverhead
-}
 
 // maxIndexExtra is the most an index key adds to a record key: a state, a NUL and the time.
 const maxIndexExtra = len(dedupe.Superseded) + 1 + nanosLen

@@ -51,7 +51,11 @@ func (b *Store) Get(ctx context.Context, namespace, id string) (*dedupe.Event, e
 		ev = ok.event(rec, p)
 		return nil
 	})
-	return ev, err
+	if err != nil {
+		return nil, err
+	}
+	b.leases.show(ev)
+	return ev, nil
 }
 
 // List implements dedupe.Outbox, reading the state index, which sorts each state's
@@ -128,6 +132,9 @@ func (b *Store) list(ctx context.Context, op, namespace string, state dedupe.Sta
 	})
 	if err != nil {
 		return nil, err
+	}
+	for _, ev := range out {
+		b.leases.show(ev)
 	}
 	return out, nil
 }

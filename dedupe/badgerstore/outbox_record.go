@@ -30,11 +30,13 @@ type outboxRecord struct {
 	LastError   string
 	AcceptedAt  time.Time
 	UpdatedAt   time.Time
-	// Leased marks a Pending event handed out by Lease and not yet updated: at open, such a
-	// lease can only belong to a process that died (see recoverLeases).
+	// Leased marks a Pending event that an earlier version handed out and wrote as leased, not
+	// yet updated: at open, such a lease can only belong to a process that died (see
+	// recoverLeases). Leases are held in memory now (outbox_leases.go), and no longer written.
 	Leased bool
-	// Leases counts the leases handed out for the event: the number of the latest is the token
-	// that Update must be given (Event.LeaseToken), which fences off holders whose lease lapsed.
+	// Leases is the token (Event.LeaseToken) of the holder that last updated the event, which
+	// Update must be given while no lease is held in memory (0: never leased); earlier versions
+	// kept the count of leases handed out, the number of the latest lease.
 	Leases uint64
 }
 
@@ -349,19 +351,34 @@ func retain(txn *badger.Txn, k []byte, expires time.Time) (*payload, error) {
 }
 
 // shed rewrites the payload without its body and headers, expiring at
-// expires, and returns it as it was. A delivered or superseded event is
+// expires, and returns it so. A delivered or superseded event is
 // never sent again, so keeping its body for the listing period would only
 // double the value log's writes and hold a KiB or more per event on disk
 // (at 100 events/s over the default 24h keep, 8 GiB); its headers, which
 // no listing shows, would stay in the LSM tree, a few hundred bytes an event.
+// It decodes the stored value in place rather than copying out the body.
 func shed(txn *badger.Txn, k []byte, expires time.Time) (*payload, error) {
-	p, err := getPayload(txn, k)
+	item, err := txn.Get(k)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, fmt.Errorf("event record without payload %q", k)
+	}
 	if err != nil {
 		return nil, err
 	}
-	meta := *p
-	meta.Header, meta.body = nil, nil
-	return p, txn.SetEntry(entry(k, meta.encode(), expires))
+	var meta *payload
+	err = item.Value(func(v []byte) error {
+		p, err := decodePayload(v)
+		if err != nil {
+			return err
+		}
+		p.Header, p.body = nil, nil // the body aliases v, which is Badger's only during this call
+		meta = p
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return meta, txn.SetEntry(entry(k, meta.encode(), expires))
 }
 
 // payloadBytes copies out the stored payload of an event whose record is live.

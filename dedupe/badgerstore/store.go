@@ -37,6 +37,8 @@ type Store struct {
 	leasing sync.Map
 	// floors is where each namespace's Lease scan starts (outbox_floor.go).
 	floors dueFloors
+	// leases are the Outbox's leases, held in memory (outbox_leases.go).
+	leases *leaseTable
 	// claims are sync mode's claims in flight (claims.go).
 	claims *claimTable
 	// pending is each namespace's backlog of undelivered events (outbox_pending.go).
@@ -52,18 +54,21 @@ type Store struct {
 // returns once its write is synced (commit.go). A background goroutine
 // reclaims value-log space (gc.go) until Close.
 //
-// Events that were leased when the directory was last closed are made due
-// at once: Badger locks its directory, so the process that leased them is
-// gone (outbox_recover.go).
+// Leases are held in memory (outbox_leases.go), so the events that were
+// leased when the directory was last closed are due as they were before:
+// Badger locks its directory, so the process that leased them is gone. Those
+// that an earlier version wrote as leased are made due at once
+// (outbox_recover.go).
 func Open(dir string) (*Store, error) {
 	return openBadger(dir, false, nil)
 }
 
 // Reopen opens the directory of previous, a store of this process that
 // failed and has been closed, again. Unlike Open it leaves the events
-// previous leased to their leases, since this process's deliverers may still
-// be sending them, and it keeps previous's sync-mode claims, since their
-// requests may still be with the app: neither is handed out twice.
+// previous leased to their leases (it takes over previous's lease table),
+// since this process's deliverers may still be sending them, and it keeps
+// previous's sync-mode claims, since their requests may still be with the
+// app: neither is handed out twice.
 func Reopen(previous *Store) (*Store, error) {
 	return openBadger(previous.dir, false, previous)
 }
@@ -78,12 +83,12 @@ func openBadger(dir string, perTxnSync bool, previous *Store) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dedupe: open %s: %w", dir, lockError(err))
 	}
-	b := &Store{db: db, dir: dir, failed: failed, claims: &claimTable{}, clock: time.Now}
+	b := &Store{db: db, dir: dir, failed: failed, claims: &claimTable{}, leases: &leaseTable{}, clock: time.Now}
 	if !perTxnSync {
-		b.commits = startCommitter(db, failed, b.pending.settle)
+		b.commits = startCommitter(db, failed, b.settled)
 	}
 	if previous != nil {
-		b.claims = previous.claims
+		b.claims, b.leases = previous.claims, previous.leases
 	} else if err := b.recoverLeases(b.clock()); err != nil {
 		b.closeWriter()
 		db.Close()
@@ -210,6 +215,12 @@ func (b *Store) Close() error {
 		return fmt.Errorf("dedupe: close: %w", err)
 	}
 	return nil
+}
+
+// settled is told of every write transaction once it is committed or discarded.
+func (b *Store) settled(txn *badger.Txn, committed bool) {
+	b.pending.settle(txn, committed)
+	b.floors.settle(txn)
 }
 
 // closeWriter stops the committer, if any, once its queue is committed.
