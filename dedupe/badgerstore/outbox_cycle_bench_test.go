@@ -68,19 +68,27 @@ func entriesPerCycle(b *testing.B, n int) float64 {
 		return err
 	})
 	deliverConcurrently(b, s, n)
-	entries := 0
-	err := s.db.View(func(txn *badger.Txn) error {
+	entries := storedVersions(b, s.db, nil)
+	return float64(entries) / float64(n)
+}
+
+// storedVersions counts every version of every key under prefix (nil: all keys) that Badger
+// still holds, deletes included.
+func storedVersions(tb testing.TB, db *badger.DB, prefix []byte) int {
+	tb.Helper()
+	versions := 0
+	err := db.View(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions
-		opts.AllVersions, opts.PrefetchValues = true, false
+		opts.AllVersions, opts.PrefetchValues, opts.Prefix = true, false, prefix
 		it := txn.NewIterator(opts)
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
-			entries++
+			versions++
 		}
 		return nil
 	})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	return float64(entries) / float64(n)
+	return versions
 }

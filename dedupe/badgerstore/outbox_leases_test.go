@@ -200,20 +200,7 @@ func TestRetryLeavesTheStateEntry(t *testing.T) {
 	ev.Attempts, ev.NextAttempt = 1, base.Add(time.Hour)
 	update(t, b, ev, 0)
 	ok, _ := keysFor("stripe", "e")
-	versions := 0
-	err := b.db.View(func(txn *badger.Txn) error {
-		opts := badger.DefaultIteratorOptions
-		opts.AllVersions, opts.Prefix = true, ok.state(dedupe.Pending, base)
-		it := txn.NewIterator(opts)
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			versions++
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	versions := storedVersions(t, b.db, ok.state(dedupe.Pending, base))
 	if versions != 1 {
 		t.Errorf("%d versions of the pending state entry, want the one Accept wrote", versions)
 	}
