@@ -54,12 +54,14 @@ func TestEventsLeasedAcrossConfigureUseTheNewSettings(t *testing.T) {
 func TestEventsLeasedAcrossConfigureKeepTheirLeasesTimeout(t *testing.T) {
 	t.Parallel()
 	up, release := newBlockingUpstream(t)
-	t.Cleanup(func() { close(release) })
 	out := &heldLeaseOutbox{fakeOutbox: newFakeOutbox(), leasing: make(chan struct{}), release: make(chan struct{})}
 	out.add(testEvent("evt_timeout_across_reload", "{}"))
 	cfg := testConfig(t, up.URL)
 	cfg.Timeout = 100 * time.Millisecond
 	d := startDelivererWithLogger(t, out, cfg, nil)
+	// The retry is sent with the new hour-long timeout: the upstream answers it before the
+	// deliverer's Stop (cleanups run last first), which would otherwise wait on it.
+	t.Cleanup(func() { close(release) })
 
 	<-out.leasing
 	cfg.Timeout = time.Hour
