@@ -38,6 +38,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		id               body_sha256
 //		version          header|json <entity> header|json <version>
 //		version_ttl      <duration>
+//		only             json|header <path|name> <value>...  # repeatable; all must match; <value>* is a prefix
 //		storage          badger [<dir>] {
 //			min_free <size>
 //		}
@@ -172,6 +173,16 @@ func (h *Handler) unmarshalCompound(d *caddyfile.Dispenser, sub string) error {
 			return d.Err("version takes: header|json <entity> header|json <version>")
 		}
 		h.Version = v
+	case "only":
+		args := d.RemainingArgs()
+		if len(args) < 3 {
+			return d.Err("only takes: json|header <path|name> <value>...")
+		}
+		f := Filter{From: args[0], Name: args[1], Values: args[2:]}
+		if err := f.check(); err != nil {
+			return d.Err(err.Error())
+		}
+		h.Only = append(h.Only, f)
 	case "forward":
 		f, err := unmarshalForward(d)
 		if err != nil {

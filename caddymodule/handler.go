@@ -15,7 +15,8 @@ import (
 // ServeHTTP is the story of one webhook (DESIGN.md §1): strip our headers, refuse on the headers
 // alone what can never verify, reserve the body's memory in the server's budget (bodybudget.go),
 // read the raw body, verify, answer the provider's endpoint check itself (never forwarded nor
-// recorded), extract the event, then either queue it durably and answer 202 (async mode), or
+// recorded), answer 200 ignored an event the route's `only` filters leave out (filter.go),
+// extract the event, then either queue it durably and answer 202 (async mode), or
 // claim it in the ledger, hand it to the next handler (with the gateway's signature under
 // sign_upstream, resign.go), and mark it done or release it (sync mode). An ID the signature
 // does not cover is claimed together with the digest of the signed bytes (replay.go).
@@ -56,6 +57,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	if reply, ok := h.verifier.Handshake(verified, &msg); ok { // the provider's endpoint check
 		return out.handshake(h.scheme, reply)
+	}
+	if answered, err := h.filter(out, r, body); answered { // the route's `only` filters (filter.go)
+		return err
 	}
 	claim, err := h.claimFor(r, body, verified)
 	if err != nil {

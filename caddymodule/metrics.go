@@ -22,7 +22,7 @@ import (
 var (
 	requestsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hookgate_requests_total",
-		Help: "Webhook requests answered, by route, outcome (accepted, duplicate, stale, rejected, busy, handshake, released) and reason class of a refusal.",
+		Help: "Webhook requests answered, by route, outcome (accepted, duplicate, stale, ignored, rejected, busy, handshake, released) and reason class of a refusal.",
 	}, []string{"route", "outcome", "reason"})
 	verifySeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "hookgate_verify_seconds",

@@ -116,6 +116,11 @@ type Handler struct {
 	// handler gets the request).
 	Forward *Forward `json:"forward,omitempty"`
 
+	// Only, when set, hands on only the verified events that match every one of these filters
+	// (filter.go); the others are answered 200 {"received":true,"ignored":true}, and neither
+	// handed on, queued nor recorded in the ledger. Default: none (every event is handed on).
+	Only []Filter `json:"only,omitempty"`
+
 	// Storage selects the ledger. Default: badger in Caddy's data directory, under hookgate/.
 	Storage *Storage `json:"storage,omitempty"`
 
@@ -169,6 +174,8 @@ type Handler struct {
 	// keepSignedURL is set when queued events keep the URL their provider signed (resign.go).
 	keepSignedURL bool
 	ledger        *pooledLedger
+	// onlyJSON is set when a filter reads the body's JSON (filter.go).
+	onlyJSON bool
 	// maxPending is an async route's bound on its backlog (Forward.MaxPending, defaulted).
 	maxPending int
 	// backlogFull is set while accepts are refused at maxPending, so that is logged once.
@@ -251,6 +258,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	for _, s := range h.versionSources() {
 		s.provision()
+	}
+	if err := h.provisionFilters(); err != nil {
+		return err
 	}
 	if h.Name == "" {
 		h.Name = h.Preset

@@ -106,6 +106,13 @@ func (o *outcome) answer(status int, what, body string) error {
 	return o.write(status, what, json.RawMessage(body))
 }
 
+// ignored acknowledges an event the route's `only` filters leave out (filter.go), so that the
+// provider does not retry it; reason names the filter it failed.
+func (o *outcome) ignored(reason string) error {
+	o.reason = reason
+	return o.write(http.StatusOK, "ignored", json.RawMessage(`{"received":true,"ignored":true}`))
+}
+
 // handshake answers the provider's endpoint check with the scheme's reply; nothing is recorded.
 func (o *outcome) handshake(scheme string, reply verify.Reply) error {
 	o.scheme, o.result, o.status = scheme, "handshake", reply.Status

@@ -1,0 +1,149 @@
+package caddymodule
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// Filter is one `only` line: a verified event is handed on only if the value it names matches
+// one of Values. A route's filters must all match; an event that fails one is answered
+// 200 {"received":true,"ignored":true}, and neither handed on, queued nor recorded in the ledger.
+type Filter struct {
+	// From is where the value is: `json` (a JSON path in the body) or `header`. Required.
+	From string `json:"from"`
+
+	// Name is the JSON path (gjson syntax, e.g. `type` or `data.object.customer`) or the header
+	// name (any case). Required.
+	Name string `json:"name"`
+
+	// Values are the alternatives, any one of which matches. A value ending in `*` matches every
+	// value that begins with what comes before it (`customer.*`; `*` alone: any value that is
+	// there); `*` anywhere else is refused. Values compare case-sensitively with a JSON string's
+	// text, a number as gjson writes it (integers as sent, others in their shortest decimal form:
+	// 1.50 is 1.5), `true` or `false`; a missing field, a null, an object, an array or a body
+	// that is not JSON never matches. A header matches when any one of its lines matches, each
+	// line compared whole. At least one is required.
+	Values []string `json:"values"`
+
+	key      string   // a header's canonical key (provision)
+	exact    []string // the values without a trailing `*`
+	prefixes []string // the values with one, without it
+	reason   string   // {http.hookgate.reason} of an event this filter ignores
+}
+
+// filter answers 200 ignored, before the event is claimed or queued, when the verified event
+// fails one of the route's `only` filters; answered is false when it is to go on.
+func (h *Handler) filter(out *outcome, r *http.Request, body []byte) (answered bool, _ error) {
+	if len(h.Only) == 0 {
+		return false, nil
+	}
+	isJSON := !h.onlyJSON || gjson.ValidBytes(body) // gjson reads invalid JSON unpredictably
+	for i := range h.Only {
+		f := &h.Only[i]
+		if f.matches(r, body, isJSON) {
+			continue
+		}
+		// The ID, when there is one, tells the log which event was left out; a missing one is
+		// no error here.
+		var id string
+		if h.ID != nil && !h.DedupeOff {
+			id, _ = h.ID.lookup(r, body)
+		}
+		out.event(id, h.scheme)
+		return true, out.ignored(f.reason)
+	}
+	return false, nil
+}
+
+// matches reports whether the request's value matches one of the filter's values. isJSON says
+// whether the body is valid JSON.
+func (f *Filter) matches(r *http.Request, body []byte, isJSON bool) bool {
+	if f.From == "header" {
+		for _, v := range r.Header[f.key] {
+			if f.matchValue(v) {
+				return true
+			}
+		}
+		return false
+	}
+	if !isJSON {
+		return false
+	}
+	res := gjson.GetBytes(body, f.Name)
+	switch res.Type {
+	case gjson.Null, gjson.JSON: // missing, null, an object or an array
+		return false
+	}
+	return f.matchValue(res.String())
+}
+
+func (f *Filter) matchValue(v string) bool {
+	for _, e := range f.exact {
+		if v == e {
+			return true
+		}
+	}
+	for _, p := range f.prefixes {
+		if strings.HasPrefix(v, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// check refuses a filter that cannot mean what was meant. Its error names the line, never a
+// secret (a filter holds none).
+func (f *Filter) check() error {
+	if f.From != "json" && f.From != "header" {
+		return fmt.Errorf("only %s: the source must be json or header", f.From)
+	}
+	if f.Name == "" {
+		return fmt.Errorf("only %s: the %s is empty", f.From, map[string]string{"json": "JSON path", "header": "header name"}[f.From])
+	}
+	if len(f.Values) == 0 {
+		return fmt.Errorf("only %s %s: at least one value is required", f.From, f.Name)
+	}
+	for _, v := range f.Values {
+		if v == "" {
+			return fmt.Errorf("only %s %s: a value is empty", f.From, f.Name)
+		}
+		if i := strings.IndexByte(v, '*'); i >= 0 && i != len(v)-1 {
+			return fmt.Errorf("only %s %s: value %q: `*` may only end a value (a prefix match)", f.From, f.Name, v)
+		}
+	}
+	return nil
+}
+
+// provision checks the filter and splits its values into exact ones and prefixes, so that
+// matching allocates nothing beyond gjson's reading of the body.
+func (f *Filter) provision() error {
+	if err := f.check(); err != nil {
+		return err
+	}
+	f.key = http.CanonicalHeaderKey(f.Name)
+	f.exact, f.prefixes = nil, nil
+	for _, v := range f.Values {
+		if p, ok := strings.CutSuffix(v, "*"); ok {
+			f.prefixes = append(f.prefixes, p)
+		} else {
+			f.exact = append(f.exact, v)
+		}
+	}
+	f.reason = "no match for only " + f.From + " " + f.Name
+	return nil
+}
+
+// provisionFilters compiles the route's `only` filters.
+func (h *Handler) provisionFilters() error {
+	h.onlyJSON = false
+	for i := range h.Only {
+		if err := h.Only[i].provision(); err != nil {
+			return fmt.Errorf("hookgate: %w", err)
+		}
+		h.onlyJSON = h.onlyJSON || h.Only[i].From == "json"
+	}
+	return nil
+}
