@@ -2,12 +2,15 @@ package caddymodule
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // stripeBody is a Stripe-shaped event of type typ for customer.
@@ -64,6 +67,33 @@ func TestOnlyJSONNeverMatchesABodyThatIsNotJSON(t *testing.T) {
 	answered, err := h.filter(&outcome{w: w}, &http.Request{Header: http.Header{}}, body)
 	if err != nil || !answered || w.status != http.StatusOK {
 		t.Fatalf("a truncated JSON body: answered %v (status %d, err %v), want 200 ignored", answered, w.status, err)
+	}
+}
+
+// An ignored event is one DEBUG line naming the event and the `only` line it failed.
+func TestOnlyIgnoredEventLoggedAtDebugWithItsFilter(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	h := &Handler{Name: "billing", logger: zap.New(core), ID: &Source{From: "json", Name: "id"}, Only: []Filter{
+		{From: "json", Name: "type", Values: []string{"invoice.*"}},
+		{From: "json", Name: "data.object.customer", Values: []string{"cus_vip"}},
+	}}
+	if err := h.provisionFilters(); err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest(http.MethodPost, "/hooks", nil)
+	out := &outcome{w: httptest.NewRecorder()}
+	if answered, _ := h.filter(out, r, []byte(stripeBody("evt_7", "invoice.paid", "cus_other"))); !answered {
+		t.Fatal("an event of another customer was not ignored")
+	}
+	h.logRequest(out, r)
+	got := logs.TakeAll()
+	if len(got) != 1 {
+		t.Fatalf("%d log lines, want 1", len(got))
+	}
+	fields := got[0].ContextMap()
+	if got[0].Level != zap.DebugLevel || got[0].Message != "webhook ignored" || fields["outcome"] != "ignored" || fields["status"] != int64(200) ||
+		fields["event_id"] != "evt_7" || fields["reason"] != "no match for only json data.object.customer" {
+		t.Fatalf("logged %v %q %v", got[0].Level, got[0].Message, fields)
 	}
 }
 

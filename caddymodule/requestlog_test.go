@@ -270,7 +270,7 @@ func TestRequestLogLevels(t *testing.T) {
 	cases := []struct {
 		result string
 		info   bool
-	}{{"rejected", true}, {"busy", false}, {"accepted", false}, {"duplicate", false}, {"stale", false}, {"handshake", false}}
+	}{{"rejected", true}, {"busy", false}, {"accepted", false}, {"duplicate", false}, {"stale", false}, {"ignored", false}, {"handshake", false}}
 	for _, level := range []zapcore.Level{zap.InfoLevel, zap.DebugLevel} {
 		core, logs := observer.New(level)
 		h := &Handler{Name: "orders", logger: zap.New(core)}
