@@ -100,8 +100,11 @@ func (f *Filter) check() error {
 	if f.From != "json" && f.From != "header" {
 		return fmt.Errorf("only %s: the source must be json or header", f.From)
 	}
+	if f.Name == "" && f.From == "json" {
+		return fmt.Errorf("only json: the JSON path is empty")
+	}
 	if f.Name == "" {
-		return fmt.Errorf("only %s: the %s is empty", f.From, map[string]string{"json": "JSON path", "header": "header name"}[f.From])
+		return fmt.Errorf("only header: the header name is empty")
 	}
 	if len(f.Values) == 0 {
 		return fmt.Errorf("only %s %s: at least one value is required", f.From, f.Name)
