@@ -35,7 +35,8 @@ run() {
 # The full-disk test mounts a small ext4 image on a loop device (as root); the Redis tests start
 # their own redis-server processes (never the system service) and build a cluster with redis-cli;
 # verify's oracle tests run the providers' npm libraries under node; the dead-letter page's test
-# drives Debian's chromium headless.
+# drives Debian's chromium headless; the alert rules' tests run promtool and a prometheus server of
+# their own (never the package's service).
 test_tools() {
 	local missing=()
 	command -v mkfs.ext4 >/dev/null || missing+=(e2fsprogs)
@@ -44,6 +45,7 @@ test_tools() {
 	command -v redis-cli >/dev/null || missing+=(redis-tools)
 	{ command -v node && command -v npm; } >/dev/null || missing+=(nodejs npm)
 	[ -x /usr/bin/chromium ] || missing+=(chromium)
+	{ command -v promtool && command -v prometheus; } >/dev/null || missing+=(prometheus)
 	if [ ${#missing[@]} -gt 0 ]; then
 		apt-get update && apt-get install -y "${missing[@]}"
 	fi

@@ -29,6 +29,9 @@ var (
 	diskLowDesc = prometheus.NewDesc("hookgate_ledger_disk_low",
 		"1 while a route's Badger ledger is below its min_free watermark and new events are refused, else 0.",
 		[]string{"route"}, nil)
+	ledgerAvailableDesc = prometheus.NewDesc("hookgate_ledger_available",
+		"1 while a route's ledger answers (the scrape reads its backlog), 0 while it cannot: Redis unreachable, or a Badger ledger not open.",
+		[]string{"route"}, nil)
 )
 
 // routesCollector reports the running config's routes as they are at scrape time, from what is
@@ -37,14 +40,15 @@ type routesCollector struct{ app *App }
 
 // Describe implements prometheus.Collector.
 func (c *routesCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{queueDepthDesc, oldestPendingDesc, upstreamPausedDesc, diskFreeDesc, diskLowDesc} {
+	for _, d := range []*prometheus.Desc{queueDepthDesc, oldestPendingDesc, upstreamPausedDesc, diskFreeDesc, diskLowDesc, ledgerAvailableDesc} {
 		ch <- d
 	}
 }
 
 // Collect implements prometheus.Collector. A route whose backlog cannot be read (its store is
 // down) is left out of hookgate_queue_depth and hookgate_queue_oldest_pending_seconds rather
-// than reported as empty.
+// than reported as empty, and is reported in hookgate_ledger_available: each scrape reads every
+// route's backlog, a sync route's too, so an outage shows without any request to meet it.
 func (c *routesCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
@@ -54,13 +58,14 @@ func (c *routesCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(diskFreeDesc, prometheus.GaugeValue, float64(avail), key.name)
 			ch <- prometheus.MustNewConstMetric(diskLowDesc, prometheus.GaugeValue, boolGauge(low), key.name)
 		}
+		pending, err := r.store.Pending(ctx, key.name)
+		ch <- prometheus.MustNewConstMetric(ledgerAvailableDesc, prometheus.GaugeValue, boolGauge(err == nil), key.name)
 		if r.sender == nil {
 			continue
 		}
 		status := r.sender.Status()
 		ch <- prometheus.MustNewConstMetric(upstreamPausedDesc, prometheus.GaugeValue, boolGauge(status.Paused), key.name)
 		ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(status.InFlight), key.name, "in_flight")
-		pending, err := r.store.Pending(ctx, key.name)
 		if err != nil {
 			continue
 		}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2/caddytest"
+
 	"github.com/hookgate/hookgate/internal/redistest"
 )
 
@@ -81,6 +83,7 @@ func TestMetricsAddUp(t *testing.T) {
 		series("hookgate_queue_depth", `state="pending"`):         0,
 		series("hookgate_upstream_paused"):                        0,
 		series("hookgate_ledger_disk_low"):                        0,
+		series("hookgate_ledger_available"):                       0, // 1 throughout
 	}
 	for name, n := range want {
 		if _, ok := got[name]; !ok {
@@ -205,4 +208,26 @@ func TestScrapeWhileRedisHangsAnswersInTime(t *testing.T) {
 			t.Errorf("with Redis hung, %s is reported as %v", pending, v)
 		}
 	}
+}
+
+// hookgate_ledger_available follows a route's Redis with no request sent: each scrape reads the
+// backlog of every route, a sync one's too, so an alert on it fires while no request meets the
+// outage, and clears once Redis is back.
+func TestLedgerAvailableFollowsRedisWithoutRequests(t *testing.T) {
+	const route = "availredis"
+	srv := startRedis(t, redistest.Durable...)
+	tester := caddytest.NewTester(t)
+	tester.InitServer(onRedis(gatewayConfig(route, unusedUpstream), srv.Addr), "caddyfile")
+	available := `hookgate_ledger_available{route="` + route + `"}`
+	if got, ok := scrape(t)[available]; !ok || got != 1 {
+		t.Fatalf("with Redis up, %s is %v (exposed: %v), want 1", available, got, ok)
+	}
+	srv.Stop()
+	if got, ok := scrape(t)[available]; !ok || got != 0 {
+		t.Fatalf("with Redis stopped, %s is %v (exposed: %v), want 0", available, got, ok)
+	}
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, available+" back to 1 once Redis is", 10*time.Second, func() bool { return scrape(t)[available] == 1 })
 }

@@ -1,0 +1,245 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddytest"
+)
+
+// prometheusExamples is examples/prometheus, from this package's directory.
+const prometheusExamples = "../examples/prometheus"
+
+// prometheusTool is the path of a Prometheus program (promtool, prometheus), which Debian's
+// prometheus package installs (`./xcaddy.sh test` installs it when missing).
+func prometheusTool(t *testing.T, name string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err != nil {
+		t.Fatalf("%s is not installed: apt-get install prometheus (`./xcaddy.sh test` does): %v", name, err)
+	}
+	return path
+}
+
+// runPromtool runs promtool with args in examples/prometheus and fails with its output if it fails.
+func runPromtool(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(prometheusTool(t, "promtool"), args...)
+	cmd.Dir = prometheusExamples
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// TestAlertRulesFireOnlyWhenTheyShould runs the rules' unit tests: each alert fires, with its
+// route in its labels and annotations, on synthetic series that should fire it, and not on
+// ones that should not.
+func TestAlertRulesFireOnlyWhenTheyShould(t *testing.T) {
+	out := runPromtool(t, "test", "rules", "hookgate.rules.test.yml")
+	t.Log(out)
+	// Every alert of the file has a test that expects it to fire.
+	rules, err := os.ReadFile(filepath.Join(prometheusExamples, "hookgate.rules.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests, err := os.ReadFile(filepath.Join(prometheusExamples, "hookgate.rules.test.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile(`(?m)^\s*- alert: (\w+)`).FindAllStringSubmatch(string(rules), -1) {
+		if !regexp.MustCompile(`(?m)alertname: ` + m[1] + `\n\s*exp_alerts:\n\s*- exp_labels`).Match(tests) {
+			t.Errorf("alert %s has no test that expects it to fire", m[1])
+		}
+	}
+}
+
+// TestPrometheusExamplesAreValid: the rules, the scrape config and every query of the dashboard
+// are what Prometheus accepts, and each alert says how urgent it is and names its route.
+func TestPrometheusExamplesAreValid(t *testing.T) {
+	runPromtool(t, "check", "rules", "hookgate.rules.yml")
+	runPromtool(t, "check", "config", "prometheus.yml")
+
+	rules, err := os.ReadFile(filepath.Join(prometheusExamples, "hookgate.rules.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	alerts := regexp.MustCompile(`(?m)^\s*- alert: `).Split(string(rules), -1)[1:]
+	if len(alerts) < 6 {
+		t.Fatalf("%d alerts in hookgate.rules.yml, want at least 6", len(alerts))
+	}
+	for _, alert := range alerts {
+		name, _, _ := strings.Cut(alert, "\n")
+		for _, want := range []string{"\n        for: ", "\n          severity: ", "summary: ", "description: "} {
+			if !strings.Contains(alert, want) {
+				t.Errorf("alert %s has no %q", name, strings.TrimSpace(want))
+			}
+		}
+		// Aggregated by route, so that a label added to a series does not split the alert.
+		if !regexp.MustCompile(`(sum|min|max) by \(route\)`).MatchString(alert) {
+			t.Errorf("alert %s does not aggregate by route", name)
+		}
+		if strings.Count(alert, "{{ $labels.route }}") < 2 {
+			t.Errorf("alert %s does not name its route in both its summary and its description", name)
+		}
+	}
+
+	// The dashboard's queries as recording rules, which promtool parses.
+	var groups strings.Builder
+	groups.WriteString("groups:\n  - name: dashboard\n    rules:\n")
+	for i, q := range dashboardQueries(t) {
+		expr, _ := json.Marshal(q) // a JSON string is a YAML one
+		fmt.Fprintf(&groups, "      - record: dashboard:query%d\n        expr: %s\n", i, expr)
+	}
+	file := filepath.Join(t.TempDir(), "dashboard.rules.yml")
+	if err := os.WriteFile(file, []byte(groups.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runPromtool(t, "check", "rules", file)
+}
+
+// dashboardQueries are the PromQL queries of the Grafana dashboard's panels, with its variables
+// as a query of the whole dashboard would have them: every route, a 1-minute rate window.
+func dashboardQueries(t *testing.T) []string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(prometheusExamples, "hookgate.dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dashboard struct {
+		Panels []struct {
+			Title   string
+			Type    string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(raw, &dashboard); err != nil {
+		t.Fatalf("hookgate.dashboard.json: %v", err)
+	}
+	var queries []string
+	for _, p := range dashboard.Panels {
+		if p.Type != "row" && len(p.Targets) == 0 {
+			t.Errorf("dashboard panel %q has no query", p.Title)
+		}
+		for _, target := range p.Targets {
+			queries = append(queries, strings.NewReplacer("$route", ".*", "$__rate_interval", "1m").Replace(target.Expr))
+		}
+	}
+	if len(queries) < 10 {
+		t.Fatalf("%d queries in the dashboard, want at least 10", len(queries))
+	}
+	return queries
+}
+
+var (
+	// metricSelector is a hookgate metric's name in a query, with its label matchers if any.
+	metricSelector = regexp.MustCompile(`\b(hookgate_[a-z_]+)(\{[^}]*\})?`)
+	labelMatcher   = regexp.MustCompile(`(\w+)\s*(=~|!~|!=|=)\s*"([^"]*)"`)
+)
+
+// TestAlertsAndDashboardUseOnlyLiveMetrics runs webhooks through a sync and an async route on
+// a Badger ledger (accepted, forged, delivered, dead-lettered), scrapes Caddy's /metrics, and
+// checks that every metric a rule or a panel names is there, and every label value it matches
+// with = is one of that metric's series': a rule or a panel on a name or a value hookgate
+// does not expose would never show anything.
+func TestAlertsAndDashboardUseOnlyLiveMetrics(t *testing.T) {
+	const deadID = "evt_alerts_dead"
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Hookgate-Event-Id") == deadID {
+			w.WriteHeader(http.StatusBadRequest) // not retried: a dead letter at once
+		}
+	}))
+	t.Cleanup(up.Close)
+	upstream := up.Listener.Addr().String()
+	tester := caddytest.NewTester(t)
+	tester.InitServer(fmt.Sprintf(testSite+`	hookgate /hooks/alertsync {
+		preset  standard
+		secret  {env.HOOKGATE_TEST_SECRET}
+		name    alertsync
+		storage badger %[1]s
+	}
+	hookgate /hooks/alertasync {
+		preset  standard
+		secret  {env.HOOKGATE_TEST_SECRET}
+		name    alertasync
+		storage badger %[1]s
+		%[2]s
+	}
+	reverse_proxy %[3]s
+}
+`, storageDir, asyncRoute(upstream), upstream), "caddyfile")
+	syncURL, asyncURL := "http://localhost:9080/hooks/alertsync", "http://localhost:9080/hooks/alertasync"
+	sendTo := func(url string, ev *event) reply {
+		got, err := trySendTo(tester.Client, url, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	expectReply(t, "sync", sendTo(syncURL, newEvent(t, "evt_alerts_sync", "obj_alerts", 1)), http.StatusOK, "")
+	forged := signedEvent(t, "evt_alerts_forged", `{}`, time.Now(), "whsec_bm90IHRoZSBzZWNyZXQgYXQgYWxsISEh")
+	expectReply(t, "forged", sendTo(syncURL, forged), http.StatusUnauthorized, "")
+	expectReply(t, "async", sendTo(asyncURL, newEvent(t, "evt_alerts_async", "obj_alerts_async", 1)), http.StatusAccepted, "")
+	expectReply(t, "async, dead", sendTo(asyncURL, newEvent(t, deadID, "obj_alerts_dead", 1)), http.StatusAccepted, "")
+	var live map[string]float64
+	waitFor(t, "the delivery and the dead letter counted", 10*time.Second, func() bool {
+		live = scrape(t)
+		return live[`hookgate_deliveries_total{result="delivered",route="alertasync"}`] == 1 &&
+			live[`hookgate_deliveries_total{result="dead",route="alertasync"}`] == 1
+	})
+
+	var queries []string
+	for _, file := range []string{"hookgate.rules.yml", "prometheus.yml"} {
+		text, err := os.ReadFile(filepath.Join(prometheusExamples, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		queries = append(queries, string(text))
+	}
+	queries = append(queries, dashboardQueries(t)...)
+	names := map[string]bool{}
+	for _, q := range queries {
+		for _, m := range metricSelector.FindAllStringSubmatch(q, -1) {
+			names[m[1]] = true
+			for _, l := range labelMatcher.FindAllStringSubmatch(m[2], -1) {
+				if l[2] != "=" || l[3] == "" {
+					continue
+				}
+				if !slices.ContainsFunc(seriesNamed(live, m[1]), func(s string) bool { return strings.Contains(s, l[1]+`="`+l[3]+`"`) }) {
+					t.Errorf("%s{%s=%q} is used but no such series is exposed: %v", m[1], l[1], l[3], seriesNamed(live, m[1]))
+				}
+			}
+		}
+	}
+	for name := range names {
+		if len(seriesNamed(live, name)) == 0 {
+			t.Errorf("%s is used by a rule or a panel but /metrics has no such metric", name)
+		}
+	}
+	t.Logf("%d metric names checked against a live scrape", len(names))
+	if len(names) < 10 {
+		t.Errorf("only %d metric names found in the rules and the dashboard: is the pattern still right?", len(names))
+	}
+}
+
+// seriesNamed are the scraped series of the metric name.
+func seriesNamed(samples map[string]float64, name string) []string {
+	var series []string
+	for s := range samples {
+		if s == name || strings.HasPrefix(s, name+"{") {
+			series = append(series, s)
+		}
+	}
+	return series
+}
