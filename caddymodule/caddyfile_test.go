@@ -82,6 +82,7 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		"hookgate {\n lease 1m 2m\n}":         "wrong argument count",
 		"hookgate {\n id json a b\n}":         "wrong argument count",
 		"hookgate {\n dedupe\n}":              "dedupe takes one argument: off",
+		"hookgate {\n monitor on\n}":          "wrong argument count",
 	} {
 		var h Handler
 		err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(input))

@@ -158,6 +158,8 @@ func TestMonitorHandsOnAnEventStillInFlight(t *testing.T) {
 	up := newUpstream(t)
 	block := make(chan struct{})
 	up.block = block
+	unblock := sync.OnceFunc(func() { close(block) })
+	t.Cleanup(unblock) // before the upstream closes, which waits for the requests it holds
 	tester := caddytest.NewTester(t)
 	tester.InitServer(gatewayConfig(route, up.Listener.Addr().String(), "monitor"), "caddyfile")
 	inFlight := fmt.Sprintf(`hookgate_requests_total{mode="monitor",outcome="busy",reason="in_flight",route=%q}`, route)
@@ -178,7 +180,7 @@ func TestMonitorHandsOnAnEventStillInFlight(t *testing.T) {
 		}()
 		waitFor(t, fmt.Sprintf("copy %d at the app", i+1), 10*time.Second, func() bool { return up.total() == i+1 })
 	}
-	close(block)
+	unblock()
 	wg.Wait()
 	for i, got := range replies {
 		expectReply(t, fmt.Sprintf("copy %d", i+1), got, http.StatusOK, "upstream says hi")
