@@ -33,6 +33,7 @@ func TestUnmarshalCaddyfileEverySubdirective(t *testing.T) {
 		signed           "{timestamp}.{body}"
 		timestamp_header X-Webhook-Timestamp
 		timestamp_unit   s
+		monitor
 	}`)
 	var got Handler
 	if err := got.UnmarshalCaddyfile(d); err != nil {
@@ -48,7 +49,7 @@ func TestUnmarshalCaddyfileEverySubdirective(t *testing.T) {
 		Storage:         &Storage{Backend: "badger", Dir: "/var/lib/hookgate"},
 		SignatureHeader: "X-Webhook-Signature", SignatureFormat: "single", Prefix: "sha256=",
 		Encoding: "hex", Algorithm: "sha256", SecretEncoding: "raw", Signed: "{timestamp}.{body}",
-		TimestampHeader: "X-Webhook-Timestamp", TimestampUnit: "s",
+		TimestampHeader: "X-Webhook-Timestamp", TimestampUnit: "s", Monitor: true,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %+v\nwant %+v", got, want)
