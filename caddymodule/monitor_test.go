@@ -125,19 +125,25 @@ func TestMonitorHandsEveryRequestOnAndClassifiesIt(t *testing.T) {
 		}
 	}
 
-	out, err := runHookgateCLIAt("localhost:2999", "status", route)
-	if err != nil {
-		t.Fatalf("caddy hookgate status %s: %v", route, err)
-	}
-	var st monitorStatus
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
-		t.Fatalf("status %q: %v", out, err)
-	}
 	wantOutcomes := map[string]int64{"accepted": 1, "rejected": 3, "duplicate": 1, "stale": 1, "busy": 0}
 	wantReasons := map[string]int64{"signature": 1, "timestamp": 1, "body_too_large": 1}
-	if st.Mode != "monitor" || fmt.Sprint(st.Outcomes) != fmt.Sprint(wantOutcomes) || fmt.Sprint(st.Reasons) != fmt.Sprint(wantReasons) {
-		t.Errorf("status:\n%s\nwant mode monitor, outcomes %v, reasons %v", out, wantOutcomes, wantReasons)
+	status := func(when string) {
+		t.Helper()
+		out, err := runHookgateCLIAt("localhost:2999", "status", route)
+		if err != nil {
+			t.Fatalf("caddy hookgate status %s %s: %v", route, when, err)
+		}
+		var st monitorStatus
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatalf("status %q: %v", out, err)
+		}
+		if st.Mode != "monitor" || fmt.Sprint(st.Outcomes) != fmt.Sprint(wantOutcomes) || fmt.Sprint(st.Reasons) != fmt.Sprint(wantReasons) {
+			t.Errorf("status %s:\n%s\nwant mode monitor, outcomes %v, reasons %v", when, out, wantOutcomes, wantReasons)
+		}
 	}
+	status("while monitored")
+	tester.InitServer(gatewayConfig(route, up.Listener.Addr().String(), "monitor", "lease 2m"), "caddyfile")
+	status("after a reload that keeps the route monitored")
 
 	// Enforced from now on: the ledger already has the event the app took.
 	tester.InitServer(gatewayConfig(route, up.Listener.Addr().String()), "caddyfile")
