@@ -35,7 +35,8 @@ func init() {
 //	                                       below half of max_pending: {"replayed": N, "left": M,
 //	                                       "next": where it stopped, while M > 0}
 //	GET  /hookgate/status/<route>          backlog and max_pending, paused?, consecutive failures,
-//	                                       attempts in flight
+//	                                       attempts in flight; for a sync route in monitor mode,
+//	                                       its requests by would-be outcome (monitor.go)
 //	GET  /hookgate/routes                  every running async route's status and backlog
 //	GET  /hookgate/ui                      the dead-letter page (ui.go)
 //
@@ -90,6 +91,9 @@ func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 		return a.routes(w, r)
 	case err != nil || len(parts) < 2 || len(parts) > 3:
 		return apiError(http.StatusNotFound, errors.New("use /hookgate/ui, /hookgate/routes, /hookgate/events/<route>[?id=<id>], /hookgate/replay/<route>?id=<id>|all=1 or /hookgate/status/<route>, with / in a route written %2F"))
+	}
+	if counts := findMonitored(parts[1]); counts != nil && parts[0] == "status" { // a sync route in monitor mode (monitor.go)
+		return counts.serveStatus(w, r, parts)
 	}
 	sender, err := findDeliverer(parts[1])
 	if err != nil {

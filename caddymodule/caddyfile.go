@@ -66,6 +66,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		timestamp_unit   s|ms|rfc3339
 //		timestamp_json   <path>                   # a timestamp inside the signed body (linear)
 //		sign_upstream    <whsec_secret>           # the gateway's Standard Webhooks signature toward the app
+//		monitor                                   # hand every request on, only classify it (sync mode)
 //		forward          <url> {                  # async mode
 //			resign                            # the provider's signature again, fresh, per attempt
 //			max_attempts    <n>
@@ -137,6 +138,11 @@ func (h *Handler) unmarshalCompound(d *caddyfile.Dispenser, sub string) error {
 			return d.ArgErr()
 		}
 		h.PublicKeys = append(h.PublicKeys, key)
+	case "monitor":
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+		h.Monitor = true
 	case "dedupe", "handshake":
 		var v string
 		if !d.AllArgs(&v) || v != "off" {

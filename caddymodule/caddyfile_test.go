@@ -33,6 +33,7 @@ func TestUnmarshalCaddyfileEverySubdirective(t *testing.T) {
 		signed           "{timestamp}.{body}"
 		timestamp_header X-Webhook-Timestamp
 		timestamp_unit   s
+		monitor
 	}`)
 	var got Handler
 	if err := got.UnmarshalCaddyfile(d); err != nil {
@@ -48,7 +49,7 @@ func TestUnmarshalCaddyfileEverySubdirective(t *testing.T) {
 		Storage:         &Storage{Backend: "badger", Dir: "/var/lib/hookgate"},
 		SignatureHeader: "X-Webhook-Signature", SignatureFormat: "single", Prefix: "sha256=",
 		Encoding: "hex", Algorithm: "sha256", SecretEncoding: "raw", Signed: "{timestamp}.{body}",
-		TimestampHeader: "X-Webhook-Timestamp", TimestampUnit: "s",
+		TimestampHeader: "X-Webhook-Timestamp", TimestampUnit: "s", Monitor: true,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %+v\nwant %+v", got, want)
@@ -82,6 +83,7 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		"hookgate {\n lease 1m 2m\n}":         "wrong argument count",
 		"hookgate {\n id json a b\n}":         "wrong argument count",
 		"hookgate {\n dedupe\n}":              "dedupe takes one argument: off",
+		"hookgate {\n monitor on\n}":          "wrong argument count",
 	} {
 		var h Handler
 		err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(input))

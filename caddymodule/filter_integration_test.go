@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -68,7 +69,7 @@ func TestOnlyHandsOnMatchingEventsAndIgnoresTheRest(t *testing.T) {
 
 	got := scrape(t)
 	series := func(outcome string) string {
-		return `hookgate_requests_total{outcome="` + outcome + `",reason="",route="` + route + `"}`
+		return `hookgate_requests_total{mode="enforce",outcome="` + outcome + `",reason="",route="` + route + `"}`
 	}
 	if got[series("ignored")] != 4 || got[series("accepted")] != 2 {
 		t.Fatalf("counted ignored %v, accepted %v; want 4 and 2", got[series("ignored")], got[series("accepted")])
@@ -163,7 +164,37 @@ func TestAsyncOnlyQueuesMatchingEventsOnly(t *testing.T) {
 	if n := up.total(); n != 2 || strings.Contains(strings.Join(up.bodies, ""), ignored.id) {
 		t.Fatalf("the app got %d events (%q), want the 2 matching ones", n, up.bodies)
 	}
-	if got := scrape(t)[`hookgate_requests_total{outcome="ignored",reason="",route="`+route+`"}`]; got != 1 {
+	if got := scrape(t)[`hookgate_requests_total{mode="enforce",outcome="ignored",reason="",route="`+route+`"}`]; got != 1 {
 		t.Fatalf("counted ignored %v, want 1", got)
+	}
+}
+
+// A monitored route drops nothing, its `only` lines included: an event they leave out goes on to
+// the app as it came, unclaimed and without Hookgate-Verified, and is counted ignored.
+func TestMonitorHandsOnEventsTheFiltersWouldIgnore(t *testing.T) {
+	const route = "only_monitored"
+	up := newUpstream(t)
+	tester := startStripeGateway(t, route, up, "only json type invoice.paid", "monitor")
+	ignored := fmt.Sprintf(`hookgate_requests_total{mode="monitor",outcome="ignored",reason="",route=%q}`, route)
+	before := scrape(t)[ignored]
+
+	ev := stripeEvent(t, "evt_only_monitored", "invoice.created", "cus_1")
+	got := send(t, tester.Client, ev)
+	expectReply(t, "an event the filter leaves out", got, http.StatusOK, "upstream says hi")
+	if n := up.total(); n != 1 {
+		t.Fatalf("the app got %d requests, want the event once: monitor drops nothing", n)
+	}
+	up.mu.Lock()
+	verified := up.headers[len(up.headers)-1].Get("Hookgate-Verified")
+	up.mu.Unlock()
+	if verified != "" {
+		t.Errorf("the app got Hookgate-Verified %q with an event hookgate would have ignored", verified)
+	}
+	if d := scrape(t)[ignored] - before; d != 1 {
+		t.Errorf("%s went up by %v, want 1", ignored, d)
+	}
+	out, err := runHookgateCLIAt("localhost:2999", "status", route)
+	if err != nil || !strings.Contains(out, `"ignored": 1,`) {
+		t.Errorf("caddy hookgate status %s: %q, %v; want ignored 1", route, out, err)
 	}
 }

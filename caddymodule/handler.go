@@ -20,8 +20,18 @@ import (
 // claim it in the ledger, hand it to the next handler (with the gateway's signature under
 // sign_upstream, resign.go), and mark it done or release it (sync mode). An ID the signature
 // does not cover is claimed together with the digest of the signed bytes (replay.go).
+//
+// Under monitor, every request goes on to the next handler as it came, and is only classified
+// (monitor.go).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	out := newOutcome(w, r)
+	if h.Monitor {
+		return h.monitor(w, r, next)
+	}
+	return h.serve(newOutcome(w, r), w, r, next)
+}
+
+// serve tells the story, answering through out and handing on to next through w.
+func (h *Handler) serve(out *outcome, w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	defer h.logRequest(out, r) // requestlog.go
 	defer h.countRequest(out)  // metrics.go
 	stripHookgateHeaders(r.Header)

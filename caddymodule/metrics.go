@@ -22,8 +22,8 @@ import (
 var (
 	requestsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hookgate_requests_total",
-		Help: "Webhook requests answered, by route, outcome (accepted, duplicate, stale, ignored, rejected, busy, handshake, released) and reason class of a refusal.",
-	}, []string{"route", "outcome", "reason"})
+		Help: "Webhook requests answered, by route, outcome (accepted, duplicate, stale, ignored, rejected, busy, handshake, released), reason class of a refusal, and mode (enforce; monitor: only classified, every request handed on).",
+	}, []string{"route", "outcome", "reason", "mode"})
 	verifySeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "hookgate_verify_seconds",
 		Help:    "Time taken to verify a request's signature and timestamp, by route.",
@@ -79,7 +79,7 @@ func registerMetrics(ctx caddy.Context, app *App) error {
 // countRequest counts a request once it is answered.
 func (h *Handler) countRequest(out *outcome) {
 	if out.result != "" && !h.metricsOff && !h.series.isDropped() {
-		requestsTotal.WithLabelValues(h.Name, out.result, out.class).Inc()
+		requestsTotal.WithLabelValues(h.Name, out.result, out.class, h.mode()).Inc()
 	}
 }
 

@@ -40,8 +40,8 @@ func TestAbortedUpstreamFailureCountedReleased(t *testing.T) {
 	t.Logf("first try: %d %.60q, err %v", first.status, first.body, err)
 	expectReply(t, "the retry of an event the app failed", send(t, tester.Client, ev), http.StatusOK, "")
 	got := scrape(t)
-	accepted := `hookgate_requests_total{outcome="accepted",reason="",route="` + route + `"}`
-	released := `hookgate_requests_total{outcome="released",reason="",route="` + route + `"}`
+	accepted := `hookgate_requests_total{mode="enforce",outcome="accepted",reason="",route="` + route + `"}`
+	released := `hookgate_requests_total{mode="enforce",outcome="released",reason="",route="` + route + `"}`
 	if got[accepted] != 1 || got[released] != 1 {
 		t.Errorf("one event failed by the app then taken on retry: accepted %v, released %v; want 1 and 1", got[accepted], got[released])
 	}

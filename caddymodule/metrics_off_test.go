@@ -21,7 +21,7 @@ func TestMetricsOffExposesAndCountsNothing(t *testing.T) {
 	t.Cleanup(up.Close)
 	on := gatewayConfig(route, unusedUpstream, asyncRoute(up.Listener.Addr().String()))
 	off := strings.Replace(on, "{\n", "{\n\thookgate {\n\t\tmetrics off\n\t}\n", 1)
-	accepted := `hookgate_requests_total{outcome="accepted",reason="",route="` + route + `"}`
+	accepted := `hookgate_requests_total{mode="enforce",outcome="accepted",reason="",route="` + route + `"}`
 	delivered := `hookgate_deliveries_total{result="delivered",route="` + route + `"}`
 	sendOne := func(tester *caddytest.Tester, i int) {
 		ev := newEvent(t, fmt.Sprintf("evt_off_%d_%d", i, time.Now().UnixNano()), fmt.Sprintf("obj_off_%d", i), 1)

@@ -38,7 +38,7 @@ func TestMetricsOfARemovedRouteGoAway(t *testing.T) {
 		}
 		expectReply(t, "accepted by "+url, got, http.StatusAccepted, "")
 	}
-	kept := `hookgate_requests_total{outcome="accepted",reason="",route="kept"}`
+	kept := `hookgate_requests_total{mode="enforce",outcome="accepted",reason="",route="kept"}`
 	var before map[string]float64
 	waitFor(t, "both routes' deliveries counted", 10*time.Second, func() bool {
 		before = scrape(t)

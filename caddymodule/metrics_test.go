@@ -68,12 +68,12 @@ func TestMetricsAddUp(t *testing.T) {
 			got[series("hookgate_queue_depth", `state="pending"`)] == 0
 	})
 	want := map[string]float64{
-		series("hookgate_requests_total", `outcome="accepted"`, `reason=""`):               accepted + 1,
-		series("hookgate_requests_total", `outcome="duplicate"`, `reason=""`):              duplicates,
-		series("hookgate_requests_total", `outcome="stale"`, `reason=""`):                  1,
-		series("hookgate_requests_total", `outcome="rejected"`, `reason="signature"`):      forgeries,
-		series("hookgate_requests_total", `outcome="rejected"`, `reason="timestamp"`):      1,
-		series("hookgate_requests_total", `outcome="rejected"`, `reason="body_too_large"`): 1,
+		series("hookgate_requests_total", `mode="enforce"`, `outcome="accepted"`, `reason=""`):               accepted + 1,
+		series("hookgate_requests_total", `mode="enforce"`, `outcome="duplicate"`, `reason=""`):              duplicates,
+		series("hookgate_requests_total", `mode="enforce"`, `outcome="stale"`, `reason=""`):                  1,
+		series("hookgate_requests_total", `mode="enforce"`, `outcome="rejected"`, `reason="signature"`):      forgeries,
+		series("hookgate_requests_total", `mode="enforce"`, `outcome="rejected"`, `reason="timestamp"`):      1,
+		series("hookgate_requests_total", `mode="enforce"`, `outcome="rejected"`, `reason="body_too_large"`): 1,
 		// Refused on their headers, the old timestamp and the oversized body are never verified.
 		series("hookgate_verify_seconds_count"):                   accepted + 1 + duplicates + 1 + forgeries,
 		series("hookgate_deliveries_total", `result="delivered"`): accepted,
@@ -114,7 +114,7 @@ func TestMetricsAddUp(t *testing.T) {
 		return scrape(t)[series("hookgate_deliveries_total", `result="delivered"`)] == accepted+1
 	})
 	after := scrape(t)
-	acceptedSeries := series("hookgate_requests_total", `outcome="accepted"`, `reason=""`)
+	acceptedSeries := series("hookgate_requests_total", `mode="enforce"`, `outcome="accepted"`, `reason=""`)
 	if d := after[acceptedSeries] - got[acceptedSeries]; d != 1 {
 		t.Errorf("after a reload, %s went from %v to %v: want one more", acceptedSeries, got[acceptedSeries], after[acceptedSeries])
 	}
@@ -167,7 +167,7 @@ func TestSyncUpstreamFailureNotCountedAccepted(t *testing.T) {
 	const route = "r12sync"
 	up := newUpstream(t)
 	tester := startGateway(t, route, up)
-	accepted := `hookgate_requests_total{outcome="accepted",reason="",route="` + route + `"}`
+	accepted := `hookgate_requests_total{mode="enforce",outcome="accepted",reason="",route="` + route + `"}`
 	before := scrape(t)[accepted]
 
 	ev := newEvent(t, "evt_r12_sync", "obj_r12_sync", 1)

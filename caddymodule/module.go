@@ -121,6 +121,15 @@ type Handler struct {
 	// handed on, queued nor recorded in the ledger. Default: none (every event is handed on).
 	Only []Filter `json:"only,omitempty"`
 
+	// Monitor hands every request on to the next handler as it came, whatever hookgate would
+	// have answered, for rolling hookgate out in front of a live app: each request is only
+	// classified (accepted, rejected with its reason, duplicate, stale, busy), logged, counted
+	// with mode="monitor" and shown by `caddy hookgate status`. One that would be accepted is
+	// claimed and carries Hookgate-Event-Id and Hookgate-Verified, as in sync mode, so the ledger
+	// is warm when monitor is turned off. Sync routes only: refused with Forward. Default: false
+	// (hookgate answers what it refuses).
+	Monitor bool `json:"monitor,omitempty"`
+
 	// Storage selects the ledger. Default: badger in Caddy's data directory, under hookgate/.
 	Storage *Storage `json:"storage,omitempty"`
 
@@ -185,7 +194,9 @@ type Handler struct {
 	metricsOff bool
 	// series is the hold on the route's series (metrics_series.go), let go at Cleanup.
 	series *routeSeriesHold
-	logger *zap.Logger
+	// monitored counts a monitored route's would-be outcomes (monitor.go); nil when enforcing.
+	monitored *monitorCounts
+	logger    *zap.Logger
 }
 
 // Source names where a value is found in a request.
@@ -290,6 +301,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.registerRoute(ctx, target.key); err != nil {
 		return err
 	}
+	h.holdMonitorCounts() // monitor.go
 	return h.fitsBodyBudget()
 }
 
@@ -399,6 +411,9 @@ func (h *Handler) Validate() error {
 	if err := h.checkAsyncMaxBody(); err != nil {
 		return err
 	}
+	if err := h.checkMonitor(); err != nil { // monitor.go
+		return err
+	}
 	if h.Storage != nil && h.Storage.MinFree < 0 {
 		return fmt.Errorf("hookgate: storage min_free must be positive")
 	}
@@ -435,6 +450,7 @@ func (h *Handler) Cleanup() error {
 	if h.series != nil {
 		releaseRouteSeries(h.Name)
 	}
+	h.releaseMonitorCounts() // monitor.go
 	if h.ledger == nil {
 		return nil
 	}

@@ -14,15 +14,16 @@ import (
 // full) is logged once per change of state where it is found (DESIGN.md §7), and a provider
 // retrying through an outage would otherwise bury that line under one per request. An event
 // the route's `only` filters leave out is DEBUG as well: that is the configuration at work, for
-// every event of the types the app does not want. The line
+// every event of the types the app does not want. Under monitor, every request that would not
+// have been accepted is at INFO: seeing them is the point. The line
 // carries the reason already sent in the body, never a secret, a signature or a body.
 func (h *Handler) logRequest(out *outcome, r *http.Request) {
 	if out.result == "" {
 		return
 	}
 	level := zapcore.DebugLevel
-	if out.result == "rejected" {
-		level = zapcore.InfoLevel
+	if out.result == "rejected" || h.Monitor && out.result != "accepted" && out.result != "released" {
+		level = zapcore.InfoLevel // monitor: every request that would not have been accepted
 	}
 	// The common case, an accepted request with DEBUG off, costs nothing more: not even the
 	// message's concatenation.
@@ -34,8 +35,13 @@ func (h *Handler) logRequest(out *outcome, r *http.Request) {
 		return
 	}
 	fields := []zap.Field{zap.String("route", h.Name), zap.String("outcome", out.result), zap.String("client_ip", clientIP(r))}
+	status := "status"
+	if h.Monitor { // the app answered: the status is what hookgate would have
+		fields = append(fields, zap.String("mode", modeMonitor))
+		status = "would_status"
+	}
 	if out.status != 0 {
-		fields = append(fields, zap.Int("status", out.status))
+		fields = append(fields, zap.Int(status, out.status))
 	}
 	if out.reason != "" && out.reason != out.result {
 		fields = append(fields, zap.String("reason", out.reason))

@@ -1,0 +1,198 @@
+package caddymodule
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+// Monitor mode, for putting hookgate in front of a live app without risk: the request's story
+// (handler.go) runs as it does on any sync route, but what hookgate would answer itself goes
+// nowhere, and the request goes on to the app as it came instead. One that would be accepted is
+// handed on exactly as in sync mode (claimed, with Hookgate-Event-Id and Hookgate-Verified,
+// done or released by the app's answer), so the ledger is warm when monitor is turned off.
+
+// The values of hookgate_requests_total's mode label.
+const (
+	modeEnforce = "enforce"
+	modeMonitor = "monitor"
+)
+
+// mode is the route's mode label.
+func (h *Handler) mode() string {
+	if h.Monitor {
+		return modeMonitor
+	}
+	return modeEnforce
+}
+
+// checkMonitor refuses monitor on an async route: there hookgate answers the provider itself
+// and delivers later, so there is no app behind it to hand each request on to.
+func (h *Handler) checkMonitor() error {
+	if h.Monitor && h.Forward != nil {
+		return errors.New("hookgate: monitor and forward cannot be used together: monitor hands every request on to the next handler as it came, " +
+			"while forward answers the provider itself and delivers later; monitor a sync route (without forward), then enforce it")
+	}
+	return nil
+}
+
+// monitor runs the request's story with hookgate's own answers held back, then hands on, as it
+// came, a request the story did not hand on itself.
+func (h *Handler) monitor(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	stripHookgateHeaders(r.Header) // ours, as in enforce mode: a client never sets them
+	received := r.Header.Clone()   // sign_upstream may add to them before the ledger answers
+	body := &keptBody{ReadCloser: r.Body}
+	if r.Body != nil {
+		r.Body = body
+	}
+	on := &handedOn{next: next}
+	out := newOutcome(&unsent{header: make(http.Header)}, r)
+	defer h.monitored.add(out)
+	if err := h.serve(out, w, r, on); on.called {
+		return err
+	}
+	// hookgate would have answered this one itself (into unsent, which fails nothing): the app
+	// answers it instead, with the headers and body as they came.
+	clear(r.Header)
+	maps.Copy(r.Header, received)
+	if body.ReadCloser != nil {
+		r.Body = body.rewound()
+	}
+	return next.ServeHTTP(w, r)
+}
+
+// unsent takes the answer hookgate would have sent, and sends nothing.
+type unsent struct{ header http.Header }
+
+func (u *unsent) Header() http.Header         { return u.header }
+func (u *unsent) Write(b []byte) (int, error) { return len(b), nil }
+func (u *unsent) WriteHeader(int)             {}
+
+// handedOn notes whether the story handed the request on itself.
+type handedOn struct {
+	next   caddyhttp.Handler
+	called bool
+}
+
+func (h *handedOn) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
+	h.called = true
+	return h.next.ServeHTTP(w, r)
+}
+
+// keptBody keeps what the story reads of the body, so that the app can be handed the body whole.
+type keptBody struct {
+	io.ReadCloser
+	read []byte
+}
+
+func (b *keptBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.read = append(b.read, p[:n]...)
+	return n, err
+}
+
+// rewound is the body as it came: what was read of it, then the rest.
+func (b *keptBody) rewound() io.ReadCloser {
+	if len(b.read) == 0 {
+		return b.ReadCloser
+	}
+	return &readCloser{Reader: io.MultiReader(bytes.NewReader(b.read), b.ReadCloser), Closer: b.ReadCloser}
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// monitoredRoutes holds, by route name, the would-be outcomes of the running configs' monitored
+// routes, for `caddy hookgate status`: a reload that keeps the route in monitor mode keeps its
+// counts, and they go when the last config monitoring it is cleaned up.
+var monitoredRoutes = caddy.NewUsagePool()
+
+// monitorCounts are a monitored route's requests by would-be outcome, since it was first
+// monitored in this process.
+type monitorCounts struct {
+	since    time.Time
+	mu       sync.Mutex
+	outcomes map[string]int64
+	reasons  map[string]int64
+}
+
+// holdMonitorCounts takes a monitored route's hold on its counts.
+func (h *Handler) holdMonitorCounts() {
+	if !h.Monitor {
+		return
+	}
+	fresh := &monitorCounts{since: time.Now(), outcomes: map[string]int64{}, reasons: map[string]int64{}}
+	counts, _ := monitoredRoutes.LoadOrStore(h.Name, fresh)
+	h.monitored = counts.(*monitorCounts)
+}
+
+// releaseMonitorCounts lets go of the hold.
+func (h *Handler) releaseMonitorCounts() {
+	if h.monitored != nil {
+		_, _ = monitoredRoutes.Delete(h.Name) // no Destructor: nothing can fail
+	}
+}
+
+// add counts one request by its would-be outcome.
+func (c *monitorCounts) add(out *outcome) {
+	if c == nil || out.result == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.outcomes[out.result]++
+	if out.class != "" {
+		c.reasons[out.class]++
+	}
+}
+
+// findMonitored is the running monitored route of that name, or nil.
+func findMonitored(name string) *monitorCounts {
+	var found *monitorCounts
+	monitoredRoutes.Range(func(key, value any) bool {
+		if key == name {
+			found = value.(*monitorCounts)
+			return false
+		}
+		return true
+	})
+	return found
+}
+
+// monitorStatus is what `caddy hookgate status` shows of a monitored route.
+type monitorStatus struct {
+	// Mode is "monitor": every request is handed on, whatever the outcome.
+	Mode string `json:"mode"`
+	// Since is when the counts began: when the route was first monitored in this process.
+	Since time.Time `json:"since"`
+	// Outcomes are the requests by the outcome hookgate would have given them.
+	Outcomes map[string]int64 `json:"outcomes"`
+	// Reasons are the requests that would have been rejected or busy, by reason class.
+	Reasons map[string]int64 `json:"reasons"`
+}
+
+// serveStatus answers GET /hookgate/status/<route> for a monitored route.
+func (c *monitorCounts) serveStatus(w http.ResponseWriter, r *http.Request, parts []string) error {
+	if r.Method != http.MethodGet || len(parts) == 3 && parts[2] != "" {
+		return apiError(http.StatusMethodNotAllowed, fmt.Errorf("%s %s is not supported: a route in monitor mode has only a status", r.Method, r.URL.Path))
+	}
+	st := monitorStatus{Mode: modeMonitor, Since: c.since, Outcomes: map[string]int64{}, Reasons: map[string]int64{}}
+	for _, o := range []string{"accepted", "rejected", "duplicate", "stale", "ignored", "busy"} { // shown even while 0
+		st.Outcomes[o] = 0
+	}
+	c.mu.Lock()
+	maps.Copy(st.Outcomes, c.outcomes)
+	maps.Copy(st.Reasons, c.reasons)
+	c.mu.Unlock()
+	return writeJSON(w, st)
+}

@@ -1,0 +1,267 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/hookgate/hookgate/dedupe"
+)
+
+// A sync route in monitor mode in front of a live app: every request reaches the app as it came
+// and gets the app's answer, whatever hookgate would have said, and is classified as it would
+// have been: an INFO log line for each that would not have been accepted, hookgate_requests_total
+// with mode="monitor", and `caddy hookgate status`. Only the one that would be accepted carries
+// Hookgate-Verified. Its ledger keeps the event, so once monitor is off the same event is a
+// duplicate.
+func TestMonitorHandsEveryRequestOnAndClassifiesIt(t *testing.T) {
+	const route = "monitored"
+	up := newUpstream(t)
+	up.status.Store(http.StatusAccepted) // not an answer hookgate ever gives a sync request
+	logFile := filepath.Join(t.TempDir(), "hookgate.log")
+	tester := caddytest.NewTester(t)
+	tester.InitServer(withLogFile(gatewayConfig(route, up.Listener.Addr().String(), "monitor"), logFile, "INFO"), "caddyfile")
+	before := scrape(t)
+
+	// Each request, and what the app must get of it.
+	forged := signedEvent(t, "evt_mon_forged", `{"data":{"object":{"id":"obj_mon_f","updated":1}}}`, time.Now(), "whsec_bm90IHRoZSBzZWNyZXQgYXQgYWxsISEh")
+	forged.headers.Set("Hookgate-Verified", "standard") // a client's own is stripped, as ever
+	late := signedEvent(t, "evt_mon_late", `{"data":{"object":{"id":"obj_mon_l","updated":1}}}`, time.Now().Add(-time.Hour), testSecret)
+	valid := newEvent(t, "evt_mon_1", "obj_mon_1", 2)
+	older := newEvent(t, "evt_mon_older", "obj_mon_1", 1)
+	huge := newEvent(t, "evt_mon_huge", strings.Repeat("x", 5000), 1) // over max_body 4KiB
+	steps := []struct {
+		name     string
+		ev       *event
+		verified bool
+	}{
+		{"forged signature", forged, false},
+		{"timestamp an hour old", late, false},
+		{"valid event", valid, true},
+		{"the same event again", valid, false},
+		{"an older version of the entity", older, false},
+		{"body over max_body", huge, false},
+	}
+	for i, step := range steps {
+		expectReply(t, step.name, send(t, tester.Client, step.ev), http.StatusAccepted, "upstream says hi")
+		if n := up.total(); n != i+1 {
+			t.Fatalf("%s: the app got %d requests in all, want %d", step.name, n, i+1)
+		}
+		up.mu.Lock()
+		got, body := up.headers[i], up.bodies[i]
+		up.mu.Unlock()
+		if body != step.ev.body {
+			t.Errorf("%s: the app got the body %.60q..., want it unchanged (%.60q...)", step.name, body, step.ev.body)
+		}
+		if got.Get("Webhook-Signature") != step.ev.headers.Get("Webhook-Signature") || got.Get("Webhook-Id") != step.ev.id {
+			t.Errorf("%s: the app got webhook-id %q, webhook-signature %q: want the provider's, unchanged", step.name, got.Get("Webhook-Id"), got.Get("Webhook-Signature"))
+		}
+		verified, id := got.Get("Hookgate-Verified"), got.Get("Hookgate-Event-Id")
+		switch {
+		case step.verified && (verified != "standard" || id != step.ev.id):
+			t.Errorf("%s: the app got Hookgate-Verified %q, Hookgate-Event-Id %q; want standard and %s", step.name, verified, id, step.ev.id)
+		case !step.verified && (verified != "" || id != ""):
+			t.Errorf("%s: the app got Hookgate-Verified %q, Hookgate-Event-Id %q; want neither: hookgate would not have accepted it", step.name, verified, id)
+		}
+	}
+
+	series := func(outcome, reason string) string {
+		return fmt.Sprintf(`hookgate_requests_total{mode="monitor",outcome=%q,reason=%q,route=%q}`, outcome, reason, route)
+	}
+	after := scrape(t)
+	for name, want := range map[string]float64{
+		series("rejected", "signature"):      1,
+		series("rejected", "timestamp"):      1,
+		series("rejected", "body_too_large"): 1,
+		series("accepted", ""):               1,
+		series("duplicate", ""):              1,
+		series("stale", ""):                  1,
+	} {
+		if d := after[name] - before[name]; d != want {
+			t.Errorf("%s went up by %v, want %v", name, d, want)
+		}
+	}
+	for name := range after {
+		if strings.Contains(name, `route="`+route+`"`) && strings.Contains(name, `mode="enforce"`) {
+			t.Errorf("a monitored request was counted as enforced: %s", name)
+		}
+	}
+
+	type logged struct{ outcome, reason string }
+	want := []logged{
+		{"rejected", "signature mismatch"}, {"rejected", "timestamp"}, {"duplicate", ""}, {"stale", ""}, {"rejected", "max_body"},
+	}
+	var lines []logLine
+	waitFor(t, "the INFO lines of the requests that would not have been accepted", 5*time.Second, func() bool {
+		all, _ := readLogLines(t, logFile)
+		lines = lines[:0]
+		for _, l := range all {
+			if strings.HasPrefix(l.str("msg"), "webhook ") && l.str("route") == route {
+				lines = append(lines, l)
+			}
+		}
+		return len(lines) >= len(want)
+	})
+	if len(lines) != len(want) {
+		t.Fatalf("%d request lines at INFO, want %d (one per request that would not have been accepted): %v", len(lines), len(want), lines)
+	}
+	for i, w := range want {
+		l := lines[i]
+		if l.str("level") != "info" || l.str("outcome") != w.outcome || l.str("mode") != "monitor" || !strings.Contains(l.str("reason"), w.reason) {
+			t.Errorf("line %d: %v; want an info line with outcome %s, mode monitor, a reason naming %q", i, l, w.outcome, w.reason)
+		}
+	}
+
+	wantOutcomes := map[string]int64{"accepted": 1, "rejected": 3, "duplicate": 1, "stale": 1, "ignored": 0, "busy": 0}
+	wantReasons := map[string]int64{"signature": 1, "timestamp": 1, "body_too_large": 1}
+	status := func(when string) {
+		t.Helper()
+		out, err := runHookgateCLIAt("localhost:2999", "status", route)
+		if err != nil {
+			t.Fatalf("caddy hookgate status %s %s: %v", route, when, err)
+		}
+		var st monitorStatus
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatalf("status %q: %v", out, err)
+		}
+		if st.Mode != "monitor" || fmt.Sprint(st.Outcomes) != fmt.Sprint(wantOutcomes) || fmt.Sprint(st.Reasons) != fmt.Sprint(wantReasons) {
+			t.Errorf("status %s:\n%s\nwant mode monitor, outcomes %v, reasons %v", when, out, wantOutcomes, wantReasons)
+		}
+	}
+	status("while monitored")
+	tester.InitServer(gatewayConfig(route, up.Listener.Addr().String(), "monitor", "lease 2m"), "caddyfile")
+	status("after a reload that keeps the route monitored")
+
+	// Enforced from now on: the ledger already has the event the app took.
+	tester.InitServer(gatewayConfig(route, up.Listener.Addr().String()), "caddyfile")
+	expectReply(t, "the same event once monitor is off", send(t, tester.Client, valid), http.StatusOK, `{"received":true,"duplicate":true}`)
+	expectReply(t, "a forgery once monitor is off", send(t, tester.Client, forged), http.StatusUnauthorized, "signature")
+	if n := up.total(); n != len(steps) {
+		t.Fatalf("the app got %d requests in all, want still %d: enforced, hookgate answers these itself", n, len(steps))
+	}
+	if status, body := admin(t, http.MethodGet, "/hookgate/status/"+route); status != http.StatusNotFound {
+		t.Errorf("status of the route once monitor is off: %d %s, want 404 (a sync route has no status)", status, body)
+	}
+}
+
+// An event whose first copy the app is still processing (409 when enforced) is handed on too, in
+// monitor mode, and counted busy with reason in_flight.
+func TestMonitorHandsOnAnEventStillInFlight(t *testing.T) {
+	const route = "monitorinflight"
+	up := newUpstream(t)
+	block := make(chan struct{})
+	up.block = block
+	unblock := sync.OnceFunc(func() { close(block) })
+	t.Cleanup(unblock) // before the upstream closes, which waits for the requests it holds
+	tester := caddytest.NewTester(t)
+	tester.InitServer(gatewayConfig(route, up.Listener.Addr().String(), "monitor"), "caddyfile")
+	inFlight := fmt.Sprintf(`hookgate_requests_total{mode="monitor",outcome="busy",reason="in_flight",route=%q}`, route)
+	before := scrape(t)[inFlight]
+
+	ev := newEvent(t, "evt_mon_inflight", "obj_mon_inflight", 1)
+	var wg sync.WaitGroup
+	replies := make([]reply, 2)
+	for i := range replies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, err := trySend(tester.Client, ev)
+			if err != nil {
+				t.Errorf("copy %d: %v", i+1, err)
+			}
+			replies[i] = got
+		}()
+		waitFor(t, fmt.Sprintf("copy %d at the app", i+1), 10*time.Second, func() bool { return up.total() == i+1 })
+	}
+	unblock()
+	wg.Wait()
+	for i, got := range replies {
+		expectReply(t, fmt.Sprintf("copy %d", i+1), got, http.StatusOK, "upstream says hi")
+	}
+	if d := scrape(t)[inFlight] - before; d != 1 {
+		t.Errorf("%s went up by %v, want 1", inFlight, d)
+	}
+}
+
+// monitor is for sync routes: with forward it is refused when the config loads.
+func TestMonitorWithForwardIsRefused(t *testing.T) {
+	err := validateCaddyfile(t, gatewayConfig("monitorasync", unusedUpstream, asyncRoute(unusedUpstream), "monitor"))
+	if err == nil || !strings.Contains(err.Error(), "monitor and forward cannot be used together") {
+		t.Fatalf("monitor with forward: %v, want it refused", err)
+	}
+	if err := validateCaddyfile(t, gatewayConfig("monitorsync", unusedUpstream, "monitor")); err != nil {
+		t.Fatalf("monitor on a sync route: %v", err)
+	}
+}
+
+// failingClaims is a ledger that cannot be reached.
+type failingClaims struct{ instantStore }
+
+func (*failingClaims) Claim(context.Context, dedupe.Claim) (dedupe.Outcome, error) {
+	return 0, errors.New("connection refused")
+}
+
+// appEcho is an app that answers 418 with what it got.
+type appEcho struct {
+	header http.Header
+	body   []byte
+}
+
+func (a *appEcho) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
+	a.header = r.Header.Clone()
+	var err error
+	if a.body, err = io.ReadAll(r.Body); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusTeapot)
+	return nil
+}
+
+// Whatever part of the body hookgate read before it would have refused the request, the app gets
+// the body whole: a chunked body over max_body (read up to it), and a verified event the ledger
+// could not record (503 when enforced).
+func TestMonitorHandsOnTheWholeBodyWhereverHookgateStopped(t *testing.T) {
+	app := &appEcho{}
+	f := newRequestPathFixture(t, false, caddyhttp.HandlerFunc(app.ServeHTTP))
+	f.h.Monitor = true
+	f.h.MaxBody = 4096
+	serve := func(header http.Header, body []byte, length int64) *httptest.ResponseRecorder {
+		t.Helper()
+		r := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/hooks/bench", io.NopCloser(bytes.NewReader(body)))
+		r.Header, r.ContentLength = header, length
+		w := httptest.NewRecorder()
+		if err := f.h.ServeHTTP(w, r, caddyhttp.HandlerFunc(app.ServeHTTP)); err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+
+	header, body := f.signed(t, "evt_mon_chunked", 'c', 10000)
+	if w := serve(header.Clone(), body, -1); w.Code != http.StatusTeapot || !bytes.Equal(app.body, body) {
+		t.Errorf("chunked body over max_body: answered %d, the app got %d of %d bytes; want the app's 418 and the body whole", w.Code, len(app.body), len(body))
+	}
+
+	f.h.ledger.ledger = &failingClaims{}
+	header, body = f.signed(t, "evt_mon_ledger_down", 'd', 1000)
+	w := serve(header.Clone(), body, int64(len(body)))
+	if w.Code != http.StatusTeapot || !bytes.Equal(app.body, body) {
+		t.Errorf("ledger down: answered %d, the app got %d of %d bytes; want the app's 418 and the body whole", w.Code, len(app.body), len(body))
+	}
+	if app.header.Get("Hookgate-Verified") != "" || w.Header().Get("Retry-After") != "" || w.Header().Get("Content-Type") != "" {
+		t.Errorf("ledger down: the app got Hookgate-Verified %q, the client Retry-After %q and Content-Type %q; want none of hookgate's",
+			app.header.Get("Hookgate-Verified"), w.Header().Get("Retry-After"), w.Header().Get("Content-Type"))
+	}
+}
