@@ -35,7 +35,8 @@ func init() {
 //	                                       below half of max_pending: {"replayed": N, "left": M,
 //	                                       "next": where it stopped, while M > 0}
 //	GET  /hookgate/status/<route>          backlog and max_pending, paused?, consecutive failures,
-//	                                       attempts in flight
+//	                                       attempts in flight, the rate limit and the time the
+//	                                       backlog needs at that rate
 //	GET  /hookgate/routes                  every running async route's status and backlog
 //	GET  /hookgate/ui                      the dead-letter page (ui.go)
 //
@@ -148,6 +149,7 @@ type routeStatus struct {
 	Backlog int `json:"backlog"`
 	// MaxPending is the backlog at which new events are refused with 503.
 	MaxPending int `json:"max_pending"`
+	rateView
 }
 
 func (a *AdminAPI) status(w http.ResponseWriter, r *http.Request, sender *pooledDeliverer) error {
@@ -155,7 +157,8 @@ func (a *AdminAPI) status(w http.ResponseWriter, r *http.Request, sender *pooled
 	if err != nil {
 		return apiError(http.StatusServiceUnavailable, fmt.Errorf("reading the backlog: %w", err))
 	}
-	return writeJSON(w, routeStatus{Status: sender.Status(), Backlog: backlog, MaxPending: sender.config().MaxPending})
+	cfg := sender.config()
+	return writeJSON(w, routeStatus{Status: sender.Status(), Backlog: backlog, MaxPending: cfg.MaxPending, rateView: rateOf(cfg.Rate, backlog)})
 }
 
 // pathParts splits the escaped path after /hookgate/ into its unescaped segments, so an ID
