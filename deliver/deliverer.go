@@ -152,6 +152,8 @@ func (d *Deliverer) Configure(cfg Config) {
 		return
 	}
 	d.current = next
+	// When a start is free under a new rate, the limiter knows.
+	d.rateNext = time.Time{}
 	d.dispatch(time.Now()) // the events leased ahead start with the new workers and health
 	d.mu.Unlock()
 

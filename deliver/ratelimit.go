@@ -80,10 +80,11 @@ func (r Rate) validate() error {
 }
 
 // localStarts is a route's rate limit kept in this process, for an outbox that keeps none
-// (Badger: one node).
+// (Badger: one node). It keeps the last start, not the next, so a reload that changes the rate
+// spaces the next start by the new interval.
 type localStarts struct {
 	mu   sync.Mutex
-	next time.Time
+	last time.Time
 }
 
 // TakeStart implements dedupe.StartLimiter for one process.
@@ -91,10 +92,10 @@ func (l *localStarts) TakeStart(_ context.Context, _ string, interval time.Durat
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now()
-	if wait := l.next.Sub(now); wait > 0 {
+	if wait := l.last.Add(interval).Sub(now); wait > 0 {
 		return wait, nil
 	}
-	l.next = now.Add(interval)
+	l.last = now
 	return 0, nil
 }
 
@@ -123,9 +124,10 @@ func (d *Deliverer) takeStart(ctx context.Context) time.Duration {
 		d.mu.Unlock()
 		return wait // this node's own last start, at least, still holds it
 	}
+	starts := d.starts
 	d.mu.Unlock()
 
-	wait, err := d.starts.TakeStart(ctx, d.namespace, rate.interval())
+	wait, err := starts.TakeStart(ctx, d.namespace, rate.interval())
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	switch {
@@ -170,6 +172,9 @@ func (d *Deliverer) usePermit(now time.Time) bool {
 	}
 	valid := d.permitValid(now)
 	d.permitAt = time.Time{}
+	if !valid && !now.Before(d.rateNext) {
+		d.Notify() // the loop takes a start now, not at its next poll
+	}
 	return valid
 }
 

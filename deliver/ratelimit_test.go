@@ -140,3 +140,60 @@ func TestRateDrain(t *testing.T) {
 		t.Errorf("no rate drains in %v, want 0 (unknown)", got)
 	}
 }
+
+// Events waiting for the rate are not leased so far ahead that their leases lapse: only what
+// the rate lets start within the leases' spare time is leased, so each event is leased about
+// once (each lapse costs a Lease, a synced write, and delays the event by a whole lease).
+func TestRateLimitDoesNotLetWaitingLeasesLapse(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, ok)
+	cfg := testConfig(t, up.URL)
+	const workers, events = 4, 40
+	cfg.Workers = workers
+	cfg.Rate = Rate{Starts: 8, Per: time.Second}
+	out := &usableLeaseOutbox{fakeOutbox: newFakeOutbox(), timeout: cfg.Timeout, usable: 600 * time.Millisecond}
+	for i := range events {
+		out.add(testEvent(fmt.Sprintf("evt_%02d", i), "{}"))
+	}
+	startDelivererWithLogger(t, out, cfg, nil)
+
+	waitFor(t, 30*time.Second, "all delivered", func() bool { return out.count(testNamespace, dedupe.Delivered) == events })
+	leases := 0
+	for i := range events {
+		leases += int(out.event(testNamespace, fmt.Sprintf("evt_%02d", i)).LeaseToken)
+	}
+	// Before the first Lease answers, nothing tells how long a lease lasts: of the first events
+	// leased ahead (2×workers), those that wait past 600 ms for the rate lapse once.
+	t.Logf("%d events leased %d times in all", events, leases)
+	if most := events + 2*workers; leases > most {
+		t.Errorf("%d events were leased %d times in all, want at most %d", events, leases, most)
+	}
+	if n := up.count(); n != events {
+		t.Errorf("upstream got %d requests for %d events", n, events)
+	}
+}
+
+// A reload that raises the rate takes effect at once: events held by `1/m` go at the new rate,
+// not after the old minute.
+func TestRateLimitRaisedByAReloadAppliesAtOnce(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, ok)
+	cfg := testConfig(t, up.URL)
+	cfg.Rate = Rate{Starts: 1, Per: time.Minute}
+	out := newFakeOutbox()
+	const events = 10
+	for i := range events {
+		out.add(testEvent(fmt.Sprintf("evt_%02d", i), "{}"))
+	}
+	d := startDeliverer(t, out, cfg)
+	waitFor(t, 10*time.Second, "the first event delivered", func() bool { return out.count(testNamespace, dedupe.Delivered) == 1 })
+
+	cfg.Rate = Rate{Starts: 20, Per: time.Second}
+	d.Configure(cfg)
+	waitFor(t, 20*time.Second, "the rest delivered at the new rate", func() bool {
+		return out.count(testNamespace, dedupe.Delivered) == events
+	})
+	if n := up.count(); n != events {
+		t.Errorf("upstream got %d requests for %d events", n, events)
+	}
+}
