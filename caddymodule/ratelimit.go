@@ -43,8 +43,8 @@ func (r *redisLedger) TakeStart(ctx context.Context, ns string, interval time.Du
 type rateView struct {
 	// Rate is the route's rate limit ("20/s"); absent when it has none.
 	Rate string `json:"rate,omitempty"`
-	// DrainTime is how long the backlog takes to start at that rate ("10s"); absent without a
-	// rate.
+	// DrainTime is how long the backlog takes to start at that rate, to the second ("4m0s");
+	// absent without a rate.
 	DrainTime string `json:"drain_time,omitempty"`
 }
 
