@@ -140,7 +140,7 @@ func (d *Deliverer) takeStart(ctx context.Context) time.Duration {
 		return wait
 	}
 	// Timed from before the store took it: an attempt starts later than that by the permit's
-	// age at most, which stays under half the interval (see permitValid).
+	// age at most, which stays under the interval (see permitValid).
 	d.permitAt = asked
 	d.rateNext = asked.Add(rate.interval())
 	return rate.interval()
@@ -157,12 +157,12 @@ func (d *Deliverer) waitsForRate(now time.Time) bool {
 	return free > 0 && d.attempting+d.recording < 2*s.cfg.Workers
 }
 
-// permitValid says whether the start taken last may still be used (d.mu held): within half an
-// interval of taking it. Starts are taken an interval apart and each attempt starts less than
-// an interval after its own, so no window of Per holds more than Starts+1 attempts; half leaves
-// the other half for the request's way to the upstream.
+// permitValid says whether the start taken last may still be used (d.mu held): within one
+// interval of asking for it. Starts are taken an interval apart and each attempt starts less
+// than an interval after its own, so no window of Per holds more than Starts+1 attempts. A
+// store slower to answer than the interval (a Redis fsync under load) wastes the start.
 func (d *Deliverer) permitValid(now time.Time) bool {
-	return !d.permitAt.IsZero() && now.Sub(d.permitAt) < d.current.cfg.Rate.interval()/2
+	return !d.permitAt.IsZero() && now.Sub(d.permitAt) < d.current.cfg.Rate.interval()
 }
 
 // usePermit says whether an attempt may start now as far as the rate goes, using up the start
