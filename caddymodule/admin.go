@@ -35,8 +35,9 @@ func init() {
 //	                                       below half of max_pending: {"replayed": N, "left": M,
 //	                                       "next": where it stopped, while M > 0}
 //	GET  /hookgate/status/<route>          backlog and max_pending, paused?, consecutive failures,
-//	                                       attempts in flight; for a sync route in monitor mode,
-//	                                       its requests by would-be outcome (monitor.go)
+//	                                       attempts in flight, the rate limit and the time the
+//	                                       backlog needs at that rate; for a sync route in monitor
+//	                                       mode, its requests by would-be outcome (monitor.go)
 //	GET  /hookgate/routes                  every running async route's status and backlog
 //	GET  /hookgate/ui                      the dead-letter page (ui.go)
 //
@@ -152,6 +153,7 @@ type routeStatus struct {
 	Backlog int `json:"backlog"`
 	// MaxPending is the backlog at which new events are refused with 503.
 	MaxPending int `json:"max_pending"`
+	rateView
 }
 
 func (a *AdminAPI) status(w http.ResponseWriter, r *http.Request, sender *pooledDeliverer) error {
@@ -159,7 +161,8 @@ func (a *AdminAPI) status(w http.ResponseWriter, r *http.Request, sender *pooled
 	if err != nil {
 		return apiError(http.StatusServiceUnavailable, fmt.Errorf("reading the backlog: %w", err))
 	}
-	return writeJSON(w, routeStatus{Status: sender.Status(), Backlog: backlog, MaxPending: sender.config().MaxPending})
+	cfg := sender.config()
+	return writeJSON(w, routeStatus{Status: sender.Status(), Backlog: backlog, MaxPending: cfg.MaxPending, rateView: rateOf(cfg.Rate, backlog)})
 }
 
 // pathParts splits the escaped path after /hookgate/ into its unescaped segments, so an ID

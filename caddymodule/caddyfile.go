@@ -72,6 +72,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			max_attempts    <n>
 //			timeout         <duration>
 //			workers         <n>
+//			rate            <n>/s|<n>/m       # attempts started, retries included; default unlimited
 //			backoff         <duration>...
 //			jitter          proportional|full|none
 //			retry_after_cap <duration>

@@ -9,6 +9,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/hookgate/hookgate/deliver"
 )
 
 func TestUnmarshalCaddyfileEverySubdirective(t *testing.T) {
@@ -134,6 +136,7 @@ func TestUnmarshalCaddyfileForward(t *testing.T) {
 			max_attempts    5
 			timeout         10s
 			workers         4
+			rate            20/s
 			backoff         1s 5s 1m
 			jitter          full
 			retry_after_cap 10m
@@ -148,7 +151,7 @@ func TestUnmarshalCaddyfileForward(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &Forward{
-		URL: "http://127.0.0.1:3000", MaxAttempts: 5, Timeout: caddy.Duration(10 * time.Second), Workers: 4,
+		URL: "http://127.0.0.1:3000", MaxAttempts: 5, Timeout: caddy.Duration(10 * time.Second), Workers: 4, Rate: "20/s",
 		Backoff: []caddy.Duration{caddy.Duration(time.Second), caddy.Duration(5 * time.Second), caddy.Duration(time.Minute)},
 		Jitter:  "full", RetryAfterCap: caddy.Duration(10 * time.Minute), PauseAfter: 3,
 		Keep: caddy.Duration(12 * time.Hour), DeadTTL: caddy.Duration(168 * time.Hour), MaxPending: 2000,
@@ -160,7 +163,8 @@ func TestUnmarshalCaddyfileForward(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Target.Host != "127.0.0.1:3000" || cfg.MaxAttempts != 5 || len(cfg.Schedule) != 3 || cfg.DeadKeep != 168*time.Hour || cfg.MaxPending != 2000 {
+	if cfg.Target.Host != "127.0.0.1:3000" || cfg.MaxAttempts != 5 || len(cfg.Schedule) != 3 || cfg.DeadKeep != 168*time.Hour || cfg.MaxPending != 2000 ||
+		cfg.Rate != (deliver.Rate{Starts: 20, Per: time.Second}) {
 		t.Fatalf("deliver config %+v", cfg)
 	}
 
@@ -170,6 +174,12 @@ func TestUnmarshalCaddyfileForward(t *testing.T) {
 		"hookgate {\n forward http://x {\n timeout soon\n}\n}": "timeout",
 		"hookgate {\n forward http://x {\n backoff\n}\n}":      "wrong argument count",
 		"hookgate {\n forward http://x {\n retries 3\n}\n}":    "unrecognized forward subdirective",
+		"hookgate {\n forward http://x {\n rate\n}\n}":         "wrong argument count",
+		"hookgate {\n forward http://x {\n rate 20/s 5\n}\n}":  "wrong argument count",
+		"hookgate {\n forward http://x {\n rate 0/s\n}\n}":     `rate "0/s": want N/s or N/m`,
+		"hookgate {\n forward http://x {\n rate -5/m\n}\n}":    `rate "-5/m": want N/s or N/m`,
+		"hookgate {\n forward http://x {\n rate 20\n}\n}":      `rate "20": want N/s or N/m`,
+		"hookgate {\n forward http://x {\n rate 20/h\n}\n}":    `rate "20/h": want N/s or N/m`,
 	} {
 		var h Handler
 		err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(input))
@@ -179,6 +189,9 @@ func TestUnmarshalCaddyfileForward(t *testing.T) {
 	}
 	if _, err := (&Forward{URL: "ftp://x"}).deliverConfig(); err == nil {
 		t.Error("an ftp forward URL was accepted")
+	}
+	if _, err := (&Forward{URL: "http://x", Rate: "fast"}).deliverConfig(); err == nil || !strings.Contains(err.Error(), `rate "fast"`) {
+		t.Errorf("a JSON rate of \"fast\": got error %v, want one naming the rate", err)
 	}
 }
 

@@ -63,7 +63,7 @@ func adminCommands() []*cobra.Command {
 	replay.Flags().Var(&all, "all", "replay the route's dead letters while its backlog is below half of max_pending")
 	replay.Flags().Lookup("all").NoOptDefVal = "true"
 	replay.Flags().StringVar(&replayAfter, "after", "", "with --all, go on after this cursor: the next of a replay --all that stopped")
-	status := adminCommand("status <route>", "Shows a route's backlog and its bound, and whether its upstream is paused; for a monitored route, its requests by would-be outcome", cobra.ExactArgs(1),
+	status := adminCommand("status <route>", "Shows a route's backlog and its bound, whether its upstream is paused, and its rate and the time the backlog needs at it; for a monitored route, its requests by would-be outcome", cobra.ExactArgs(1),
 		func(args []string) (string, string, error) {
 			return http.MethodGet, "/hookgate/status/" + url.PathEscape(args[0]), nil
 		})

@@ -43,7 +43,7 @@ type owner struct {
 // acquireDeliverer starts the route's deliverer, or reconfigures the running one, for app.
 func acquireDeliverer(app *App, key routeKey, store *pooledLedger, cfg deliver.Config, logger *zap.Logger) (*pooledDeliverer, error) {
 	val, loaded, err := deliverers.LoadOrNew(key, func() (caddy.Destructor, error) {
-		d := deliver.New(store, key.name, cfg, logger.With(zap.String("route", key.name)))
+		d := deliver.New(store.outbox(), key.name, cfg, logger.With(zap.String("route", key.name)))
 		d.Start()
 		return &pooledDeliverer{Deliverer: d, key: key, store: store}, nil
 	})

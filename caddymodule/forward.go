@@ -23,6 +23,12 @@ type Forward struct {
 	Timeout caddy.Duration `json:"timeout,omitempty"`
 	// Workers bounds concurrent delivery attempts for this route. Default: 16.
 	Workers int `json:"workers,omitempty"`
+	// Rate bounds the delivery attempts started, retries and a paused upstream's probes
+	// included: "N/s" or "N/m", at most N in any second (minute), plus one at the window's
+	// edge; the other events wait queued. On a Redis ledger every node sharing it counts
+	// against the same N; on Badger each node has its own. Default: none (unlimited; workers
+	// alone bound the attempts in flight).
+	Rate string `json:"rate,omitempty"`
 	// Backoff is the delay before each retry; the last one repeats.
 	// Default: 10s 30s 2m 10m 30m 2h.
 	Backoff []caddy.Duration `json:"backoff,omitempty"`
@@ -74,6 +80,11 @@ func (f *Forward) deliverConfig() (deliver.Config, error) {
 		DeadKeep:      time.Duration(f.DeadTTL),
 		MaxPending:    f.MaxPending,
 	}
+	if f.Rate != "" {
+		if cfg.Rate, err = deliver.ParseRate(f.Rate); err != nil {
+			return cfg, fmt.Errorf("hookgate: forward: %w", err)
+		}
+	}
 	for _, d := range f.Backoff {
 		cfg.Schedule = append(cfg.Schedule, time.Duration(d))
 	}
@@ -118,6 +129,13 @@ func unmarshalForward(d *caddyfile.Dispenser) (*Forward, error) {
 				return nil, d.ArgErr()
 			}
 			f.Resign = true
+		case sub == "rate":
+			if !d.AllArgs(&f.Rate) {
+				return nil, d.ArgErr()
+			}
+			if _, err := deliver.ParseRate(f.Rate); err != nil {
+				return nil, d.Errf("forward: %v", err)
+			}
 		case sub == "jitter":
 			if !d.AllArgs(&f.Jitter) {
 				return nil, d.ArgErr()

@@ -74,10 +74,11 @@ func (a *AdminAPI) routes(w http.ResponseWriter, r *http.Request) error {
 	for _, sender := range senders {
 		s := routeSummary{Name: sender.key.name, routeStatus: routeStatus{Status: sender.Status(), MaxPending: sender.config().MaxPending}}
 		backlog, err := sender.store.Pending(r.Context(), sender.key.name)
+		s.Backlog, s.rateView = backlog, rateOf(sender.config().Rate, backlog)
 		if err != nil {
 			s.Error = fmt.Sprintf("reading the backlog: %v", err)
+			s.DrainTime = "" // unknown with the backlog
 		}
-		s.Backlog = backlog
 		summaries = append(summaries, s)
 	}
 	slices.SortFunc(summaries, func(a, b routeSummary) int { return strings.Compare(a.Name, b.Name) })

@@ -123,3 +123,13 @@ type Outbox interface {
 	// if absent; ErrNotDead if it is in another state.
 	Replay(ctx context.Context, namespace, id string, now time.Time) error
 }
+
+// StartLimiter is implemented by an Outbox that keeps a route's delivery rate limit where every
+// process sharing the store sees it (Redis), so the gateway nodes together start at most one
+// attempt per interval; the deliverer keeps the limit in memory for an Outbox that does not.
+type StartLimiter interface {
+	// TakeStart takes the namespace's next start if it is free: one start per interval at
+	// most, across every caller, atomically. It returns 0 when it took it, else how long until
+	// the next may be free.
+	TakeStart(ctx context.Context, namespace string, interval time.Duration) (wait time.Duration, err error)
+}

@@ -75,6 +75,12 @@ type Config struct {
 	// about 160 MiB of 1 KiB events or 0.9 GiB of 8 KiB ones (a queued event takes its body
 	// plus about 0.6 KiB).
 	MaxPending int
+	// Rate, if set, bounds the attempts started (retries and a paused upstream's probes
+	// included): at most Rate.Starts in any window of Rate.Per, plus one at its edge; the other
+	// events wait queued. On a store that keeps it (dedupe.StartLimiter: Redis) the bound is
+	// shared by every node, else it is per process. Default: none (Workers bounds the attempts
+	// in flight only).
+	Rate Rate
 	// Observer, if set, is told each attempt's duration and each event's recorded state.
 	Observer Observer
 	// Sign, if set, is called with each attempt's request just before it is sent, and the event
@@ -138,6 +144,9 @@ func (c Config) Validate() error {
 		if delay <= 0 {
 			report("schedule entry %d must be positive, got %v", i+1, delay)
 		}
+	}
+	if err := c.Rate.validate(); err != nil {
+		problems = append(problems, err)
 	}
 	switch c.Jitter {
 	case JitterProportional, JitterFull, JitterNone:

@@ -72,6 +72,10 @@ type Deliverer struct {
 	// attemptTakes is how long an event holds a worker's slot, on average (0 until one has);
 	// usableWait is how long the last leased events could wait to start (see leaseRoom).
 	attemptTakes, usableWait time.Duration
+	// starts is the route's rate limit (ratelimit.go); permitAt is when the start not yet used
+	// was taken (zero: none), rateNext when this node's next start may be free.
+	starts             dedupe.StartLimiter
+	permitAt, rateNext time.Time
 	// entitiesInWork holds the entities one of whose events is attempted or being recorded.
 	entitiesInWork map[string]bool
 	started        bool
@@ -96,6 +100,7 @@ func New(out dedupe.Outbox, namespace string, cfg Config, logger *zap.Logger) *D
 		namespace:      namespace,
 		logger:         logger,
 		wake:           make(chan struct{}, 1),
+		starts:         startsOf(out),
 		entitiesInWork: make(map[string]bool),
 	}
 	d.current = newSettings(cfg, nil)
@@ -147,6 +152,8 @@ func (d *Deliverer) Configure(cfg Config) {
 		return
 	}
 	d.current = next
+	// When a start is free under a new rate, the limiter knows.
+	d.rateNext = time.Time{}
 	d.dispatch(time.Now()) // the events leased ahead start with the new workers and health
 	d.mu.Unlock()
 

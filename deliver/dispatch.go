@@ -40,9 +40,10 @@ func (d *Deliverer) queueLeased(s *settings, events []*dedupe.Event) {
 
 // dispatch starts the events leased ahead, in order, while the settings in force allow (d.mu
 // held): an attempt needs a free slot (Workers of them, one probe while the upstream is
-// paused), and the events attempted but not yet recorded stay within twice the workers, so a
-// slow or failing store stops the attempts instead of letting them race ahead of what it can
-// record. An event of an entity in work needs no slot: it is only postponed.
+// paused) and, under a rate limit, a start taken for it (takeStart); and the events attempted
+// but not yet recorded stay within twice the workers, so a slow or failing store stops the
+// attempts instead of letting them race ahead of what it can record. An event of an entity in
+// work needs no slot: it is only postponed.
 func (d *Deliverer) dispatch(now time.Time) {
 	if d.stopped || d.current.invalid != nil {
 		return
@@ -61,7 +62,7 @@ func (d *Deliverer) dispatch(now time.Time) {
 		ev := next.ev
 		entityBusy := ev.Entity != "" && d.entitiesInWork[ev.Entity]
 		if !entityBusy {
-			if free, _ := d.health.slots(workers, d.attempting, now); free == 0 {
+			if free, _ := d.health.slots(workers, d.attempting, now); free == 0 || !d.usePermit(now) {
 				break
 			}
 		}

@@ -57,6 +57,7 @@ func (d *Deliverer) leaseLoop(ctx context.Context) {
 // leaseDue starts what it can of the events leased ahead, leases more when there is room for
 // them, and says how long the loop may sleep before it looks again.
 func (d *Deliverer) leaseDue(ctx context.Context) (wait time.Duration, err error) {
+	rateIn := d.takeStart(ctx)
 	now := time.Now()
 	d.mu.Lock()
 	s := d.current
@@ -67,6 +68,9 @@ func (d *Deliverer) leaseDue(ctx context.Context) (wait time.Duration, err error
 	wait = pollInterval
 	if probeIn > 0 {
 		wait = min(wait, probeIn)
+	}
+	if rateIn > 0 {
+		wait = min(wait, rateIn)
 	}
 	if n == 0 {
 		return wait, nil
@@ -96,7 +100,8 @@ func (d *Deliverer) leaseDue(ctx context.Context) (wait time.Duration, err error
 // at a time, so the batch size bounds the drain. Fewer are leased ahead when attempts take so
 // long that the last would wait past the usable part of its lease (see startMargin) and
 // lapse: each lapse costs a Lease and delays the event by a whole lease. While the upstream is
-// paused, only a probe is leased, when it may go and none is leased ahead.
+// paused, only a probe is leased, when it may go and none is leased ahead. A rate limit
+// leases fewer still: those it lets start soon (rateRoom).
 func (d *Deliverer) leaseRoom(now time.Time) (n int, probeIn time.Duration) {
 	s := d.current
 	if s.invalid != nil {
@@ -108,7 +113,7 @@ func (d *Deliverer) leaseRoom(now time.Time) (n int, probeIn time.Duration) {
 		if len(d.ready) > 0 {
 			return 0, probeIn
 		}
-		return free, probeIn
+		return d.rateRoom(now, free), probeIn
 	}
 	ahead := leaseAhead
 	if d.attemptTakes > 0 {
@@ -119,7 +124,7 @@ func (d *Deliverer) leaseRoom(now time.Time) (n int, probeIn time.Duration) {
 	if len(d.ready) > 0 && room < workers {
 		return 0, 0
 	}
-	return room, 0
+	return d.rateRoom(now, room), 0
 }
 
 // settingsAfterLease is what events leased under s are sent with (d.mu held): the settings in

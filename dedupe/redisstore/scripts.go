@@ -18,6 +18,7 @@ var (
 	updateScript  = script("update.lua")
 	replayScript  = script("replay.lua")
 	listScript    = script("list.lua")
+	startScript   = script("start.lua")
 )
 
 //go:embed lua/*.lua

@@ -164,6 +164,7 @@ func unescape(s string) string {
 }
 
 var (
-	_ dedupe.Ledger = (*Store)(nil)
-	_ dedupe.Outbox = (*Store)(nil)
+	_ dedupe.Ledger       = (*Store)(nil)
+	_ dedupe.Outbox       = (*Store)(nil)
+	_ dedupe.StartLimiter = (*Store)(nil)
 )

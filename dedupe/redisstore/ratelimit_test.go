@@ -1,0 +1,33 @@
+package redisstore
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// Two nodes take their starts from one limit: once one has taken a start, the other waits out
+// the interval, told how long, and then gets the next.
+func TestTakeStartIsSharedByNodes(t *testing.T) {
+	t.Parallel()
+	a, b := twoNodes(t)
+	ctx := context.Background()
+	const interval = 300 * time.Millisecond
+	if wait, err := a.TakeStart(ctx, "ns", interval); err != nil || wait != 0 {
+		t.Fatalf("first start: wait %v, %v; want it taken", wait, err)
+	}
+	wait, err := b.TakeStart(ctx, "ns", interval)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wait <= 0 || wait > interval {
+		t.Fatalf("the other node's start right after: wait %v, want within (0, %v]", wait, interval)
+	}
+	if other, err := b.TakeStart(ctx, "other", interval); err != nil || other != 0 {
+		t.Errorf("another namespace's start: wait %v, %v; want it taken (limits are per route)", other, err)
+	}
+	time.Sleep(wait) // the wait the limiter named, not a guess
+	if again, err := b.TakeStart(ctx, "ns", interval); err != nil || again != 0 {
+		t.Errorf("after waiting %v: wait %v, %v; want the start taken", wait, again, err)
+	}
+}

@@ -1,0 +1,200 @@
+package deliver
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hookgate/hookgate/dedupe"
+)
+
+// Rate bounds how many attempts a route starts: at most Starts in any window of Per, plus one
+// at the window's edge. Starts are spaced Per/Starts apart (a bucket of one token), since a
+// bucket of Starts tokens refilled over Per could start 2×Starts within one window. The zero
+// Rate is no limit.
+type Rate struct {
+	Starts int
+	Per    time.Duration
+}
+
+// maxStartsPerSecond bounds a Rate: the store keeps the spacing in microseconds.
+const maxStartsPerSecond = 1_000_000
+
+// ParseRate reads "N/s" or "N/m": N attempts per second or per minute, N a positive whole number.
+func ParseRate(s string) (Rate, error) {
+	count, unit, found := strings.Cut(s, "/")
+	per := map[string]time.Duration{"s": time.Second, "m": time.Minute}[unit]
+	n, err := strconv.Atoi(count)
+	if !found || per == 0 || err != nil || n <= 0 {
+		return Rate{}, fmt.Errorf("rate %q: want N/s or N/m, N a positive whole number (20/s, 300/m)", s)
+	}
+	r := Rate{Starts: n, Per: per}
+	if err := r.validate(); err != nil {
+		return Rate{}, err
+	}
+	return r, nil
+}
+
+// String writes r as ParseRate reads it ("" for no limit).
+func (r Rate) String() string {
+	switch {
+	case r.Starts == 0:
+		return ""
+	case r.Per == time.Second:
+		return strconv.Itoa(r.Starts) + "/s"
+	case r.Per == time.Minute:
+		return strconv.Itoa(r.Starts) + "/m"
+	}
+	return fmt.Sprintf("%d/%v", r.Starts, r.Per)
+}
+
+// Drain is how long backlog events take to start at rate r (0 for no limit).
+func (r Rate) Drain(backlog int) time.Duration {
+	if r.Starts == 0 {
+		return 0
+	}
+	return time.Duration(backlog) * r.interval()
+}
+
+// limited says whether r bounds anything.
+func (r Rate) limited() bool { return r.Starts > 0 }
+
+// interval is the least time between two starts.
+func (r Rate) interval() time.Duration { return r.Per / time.Duration(r.Starts) }
+
+func (r Rate) validate() error {
+	switch {
+	case r == Rate{}:
+		return nil
+	case r.Starts <= 0 || r.Per <= 0:
+		return fmt.Errorf("rate must be a positive number of attempts per positive period, got %d per %v", r.Starts, r.Per)
+	case float64(r.Starts)/r.Per.Seconds() > maxStartsPerSecond:
+		return fmt.Errorf("rate %s is above %d/s", r, maxStartsPerSecond)
+	}
+	return nil
+}
+
+// localStarts is a route's rate limit kept in this process, for an outbox that keeps none
+// (Badger: one node). It keeps the last start, not the next, so a reload that changes the rate
+// spaces the next start by the new interval.
+type localStarts struct {
+	mu   sync.Mutex
+	last time.Time
+}
+
+// TakeStart implements dedupe.StartLimiter for one process.
+func (l *localStarts) TakeStart(_ context.Context, _ string, interval time.Duration) (time.Duration, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	if wait := l.last.Add(interval).Sub(now); wait > 0 {
+		return wait, nil
+	}
+	l.last = now
+	return 0, nil
+}
+
+// startsOf is where out keeps the route's rate limit: in the store, shared by every node, when
+// it keeps one, else in this process.
+func startsOf(out dedupe.Outbox) dedupe.StartLimiter {
+	if shared, ok := out.(dedupe.StartLimiter); ok {
+		return shared
+	}
+	return new(localStarts)
+}
+
+// takeStart takes a start from the route's limiter when the event next in line could start now
+// but for the rate, so dispatch may start it; and says how soon the loop should look again
+// (0: the rate holds nothing up). The start is taken outside d.mu: a shared limiter is a
+// round trip to the store.
+func (d *Deliverer) takeStart(ctx context.Context) time.Duration {
+	d.mu.Lock()
+	rate := d.current.cfg.Rate
+	asked := time.Now()
+	if !d.waitsForRate(asked) {
+		d.mu.Unlock()
+		return 0
+	}
+	if wait := d.rateNext.Sub(asked); wait > 0 {
+		d.mu.Unlock()
+		return wait // this node's own last start, at least, still holds it
+	}
+	starts := d.starts
+	d.mu.Unlock()
+
+	wait, err := starts.TakeStart(ctx, d.namespace, rate.interval())
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case err != nil:
+		d.logger.Warn("taking a start of the delivery rate failed; retrying", zap.Error(err))
+		d.rateNext = asked.Add(pollInterval)
+		return pollInterval
+	case wait > 0:
+		d.rateNext = asked.Add(wait)
+		return wait
+	}
+	// Timed from before the store took it: an attempt starts later than that by the permit's
+	// age at most, which stays under the interval (see permitValid).
+	d.permitAt = asked
+	d.rateNext = asked.Add(rate.interval())
+	return rate.interval()
+}
+
+// waitsForRate says whether an event leased ahead could start now if the rate let it, and no
+// permit is held for it (d.mu held).
+func (d *Deliverer) waitsForRate(now time.Time) bool {
+	s := d.current
+	if !s.cfg.Rate.limited() || s.invalid != nil || d.stopped || len(d.ready) == 0 || d.permitValid(now) {
+		return false
+	}
+	free, _ := d.health.slots(s.cfg.Workers, d.attempting, now)
+	return free > 0 && d.attempting+d.recording < 2*s.cfg.Workers
+}
+
+// permitValid says whether the start taken last may still be used (d.mu held): within one
+// interval of asking for it. Starts are taken an interval apart and each attempt starts less
+// than an interval after its own, so no window of Per holds more than Starts+1 attempts. A
+// store slower to answer than the interval (a Redis fsync under load) wastes the start.
+func (d *Deliverer) permitValid(now time.Time) bool {
+	return !d.permitAt.IsZero() && now.Sub(d.permitAt) < d.current.cfg.Rate.interval()
+}
+
+// usePermit says whether an attempt may start now as far as the rate goes, using up the start
+// taken for it (d.mu held).
+func (d *Deliverer) usePermit(now time.Time) bool {
+	if !d.current.cfg.Rate.limited() {
+		return true
+	}
+	valid := d.permitValid(now)
+	d.permitAt = time.Time{}
+	if !valid && !now.Before(d.rateNext) {
+		d.Notify() // the loop takes a start now, not at its next poll
+	}
+	return valid
+}
+
+// rateRoom caps n, the events leaseRoom would lease now, to those that can start at the rate
+// within half the usable part of their lease (the rest is room for other nodes sharing the
+// limit), so that waiting for the rate does not make leases lapse; and leases none while this
+// node's next start is further away than that (d.mu held).
+func (d *Deliverer) rateRoom(now time.Time, n int) int {
+	rate := d.current.cfg.Rate
+	if !rate.limited() || n == 0 {
+		return n
+	}
+	usable := d.usableWait
+	if usable <= 0 {
+		usable = leaseMargin - startMargin
+	}
+	if d.rateNext.Sub(now) > usable/2 {
+		return 0
+	}
+	fit := max(int(usable/2/rate.interval()), 1)
+	return max(min(n, fit-len(d.ready)), 0)
+}

@@ -1,0 +1,199 @@
+package deliver
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookgate/hookgate/dedupe"
+)
+
+// busiestWindow is the most requests the upstream got within any window of length per.
+func busiestWindow(requests []receivedRequest, per time.Duration) int {
+	at := make([]time.Time, len(requests))
+	for i, r := range requests {
+		at[i] = r.At
+	}
+	slices.SortFunc(at, time.Time.Compare)
+	most := 0
+	for first := range at {
+		n := 0
+		for _, t := range at[first:] {
+			if t.Sub(at[first]) >= per {
+				break
+			}
+			n++
+		}
+		most = max(most, n)
+	}
+	return most
+}
+
+// A backlog drained under `rate 20/s` reaches the upstream at no more than 20 attempts in any
+// second (+1 at the window's edge), however many workers are free, and every event arrives.
+func TestRateLimitSpreadsABacklogOverTime(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, ok)
+	cfg := testConfig(t, up.URL)
+	cfg.Workers = 16
+	cfg.Rate = Rate{Starts: 20, Per: time.Second}
+	out := newFakeOutbox()
+	const events = 200
+	for i := range events {
+		out.add(testEvent(fmt.Sprintf("evt_%03d", i), "{}"))
+	}
+	began := time.Now()
+	startDeliverer(t, out, cfg)
+
+	waitFor(t, 60*time.Second, "all delivered", func() bool { return out.count(testNamespace, dedupe.Delivered) == events })
+	took := time.Since(began)
+	got := up.received()
+	busiest := busiestWindow(got, time.Second)
+	t.Logf("%d events delivered in %v; busiest second held %d attempts", len(got), took.Round(time.Millisecond), busiest)
+	if busiest > 21 {
+		t.Errorf("a one-second window held %d attempts, want at most 21 under rate 20/s", busiest)
+	}
+	if len(got) != events {
+		t.Errorf("upstream got %d requests for %d events", len(got), events)
+	}
+	if took < 9*time.Second {
+		t.Errorf("200 events at 20/s were all delivered in %v, which the limit cannot allow", took)
+	}
+}
+
+// Retries and a paused upstream's probes are attempts like any other: an upstream that fails
+// for a while (so events retry at once and the upstream pauses, probed as soon as each retry
+// is due) still gets no more than the rate.
+func TestRateLimitCountsRetriesAndProbes(t *testing.T) {
+	t.Parallel()
+	const failing = 60
+	up := newUpstream(t, func(n int, w http.ResponseWriter, _ *http.Request) {
+		if n <= failing {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	cfg := testConfig(t, up.URL)
+	cfg.Workers = 8
+	cfg.MaxAttempts = 100
+	cfg.PauseAfter = 5
+	cfg.Schedule = []time.Duration{5 * time.Millisecond}
+	cfg.Rate = Rate{Starts: 20, Per: time.Second}
+	out := newFakeOutbox()
+	const events = 40
+	for i := range events {
+		out.add(testEvent(fmt.Sprintf("evt_%02d", i), "{}"))
+	}
+	startDeliverer(t, out, cfg)
+
+	waitFor(t, 60*time.Second, "all delivered", func() bool { return out.count(testNamespace, dedupe.Delivered) == events })
+	got := up.received()
+	busiest := busiestWindow(got, time.Second)
+	t.Logf("%d attempts for %d events; busiest second held %d", len(got), events, busiest)
+	if busiest > 21 {
+		t.Errorf("a one-second window held %d attempts (retries and probes among them), want at most 21 under rate 20/s", busiest)
+	}
+	if len(got) != events+failing {
+		t.Errorf("upstream got %d requests, want %d: one per event plus the %d that failed", len(got), events+failing, failing)
+	}
+}
+
+// A rate is N/s or N/m, N a positive whole number; anything else is refused with the form
+// it takes.
+func TestParseRate(t *testing.T) {
+	t.Parallel()
+	good := map[string]Rate{
+		"20/s":  {Starts: 20, Per: time.Second},
+		"1/m":   {Starts: 1, Per: time.Minute},
+		"300/m": {Starts: 300, Per: time.Minute},
+	}
+	for in, want := range good {
+		got, err := ParseRate(in)
+		if err != nil || got != want {
+			t.Errorf("ParseRate(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+		if got.String() != in {
+			t.Errorf("Rate %+v writes as %q, want %q", got, got.String(), in)
+		}
+	}
+	for _, in := range []string{"0/s", "-5/s", "20", "20/h", "20/ms", "/s", "2.5/s", "20/", "x/s", "2000000/s"} {
+		if _, err := ParseRate(in); err == nil {
+			t.Errorf("ParseRate(%q) was accepted", in)
+		} else if !strings.Contains(err.Error(), "rate") {
+			t.Errorf("ParseRate(%q): %v does not say it is about the rate", in, err)
+		}
+	}
+}
+
+// The time a backlog needs is the backlog over the rate; without a rate nothing is said.
+func TestRateDrain(t *testing.T) {
+	t.Parallel()
+	if got := (Rate{Starts: 20, Per: time.Second}).Drain(200); got != 10*time.Second {
+		t.Errorf("200 events at 20/s drain in %v, want 10s", got)
+	}
+	if got := (Rate{Starts: 30, Per: time.Minute}).Drain(45); got != 90*time.Second {
+		t.Errorf("45 events at 30/m drain in %v, want 1m30s", got)
+	}
+	if got := (Rate{}).Drain(1000); got != 0 {
+		t.Errorf("no rate drains in %v, want 0 (unknown)", got)
+	}
+}
+
+// Events waiting for the rate are not leased so far ahead that their leases lapse: only what
+// the rate lets start within the leases' spare time is leased, so each event is leased about
+// once (each lapse costs a Lease, a synced write, and delays the event by a whole lease).
+func TestRateLimitDoesNotLetWaitingLeasesLapse(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, ok)
+	cfg := testConfig(t, up.URL)
+	const workers, events = 4, 40
+	cfg.Workers = workers
+	cfg.Rate = Rate{Starts: 8, Per: time.Second}
+	out := &usableLeaseOutbox{fakeOutbox: newFakeOutbox(), timeout: cfg.Timeout, usable: 600 * time.Millisecond}
+	for i := range events {
+		out.add(testEvent(fmt.Sprintf("evt_%02d", i), "{}"))
+	}
+	startDelivererWithLogger(t, out, cfg, nil)
+
+	waitFor(t, 30*time.Second, "all delivered", func() bool { return out.count(testNamespace, dedupe.Delivered) == events })
+	leases := 0
+	for i := range events {
+		leases += int(out.event(testNamespace, fmt.Sprintf("evt_%02d", i)).LeaseToken)
+	}
+	// Before the first Lease answers, nothing tells how long a lease lasts: of the first events
+	// leased ahead (2×workers), those that wait past 600 ms for the rate lapse once.
+	t.Logf("%d events leased %d times in all", events, leases)
+	if most := events + 2*workers; leases > most {
+		t.Errorf("%d events were leased %d times in all, want at most %d", events, leases, most)
+	}
+	if n := up.count(); n != events {
+		t.Errorf("upstream got %d requests for %d events", n, events)
+	}
+}
+
+// A reload that raises the rate takes effect at once: events held by `1/m` go at the new rate,
+// not after the old minute.
+func TestRateLimitRaisedByAReloadAppliesAtOnce(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, ok)
+	cfg := testConfig(t, up.URL)
+	cfg.Rate = Rate{Starts: 1, Per: time.Minute}
+	out := newFakeOutbox()
+	const events = 10
+	for i := range events {
+		out.add(testEvent(fmt.Sprintf("evt_%02d", i), "{}"))
+	}
+	d := startDeliverer(t, out, cfg)
+	waitFor(t, 10*time.Second, "the first event delivered", func() bool { return out.count(testNamespace, dedupe.Delivered) == 1 })
+
+	cfg.Rate = Rate{Starts: 20, Per: time.Second}
+	d.Configure(cfg)
+	waitFor(t, 20*time.Second, "the rest delivered at the new rate", func() bool {
+		return out.count(testNamespace, dedupe.Delivered) == events
+	})
+	if n := up.count(); n != events {
+		t.Errorf("upstream got %d requests for %d events", n, events)
+	}
+}
