@@ -2,7 +2,9 @@ package caddymodule
 
 import (
 	"fmt"
+	"io"
 	"net/http"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -116,5 +118,68 @@ func TestRedisReloadsLeakNoClient(t *testing.T) {
 	t.Logf("Redis clients %d → %d, goroutines %d → %d after 50 reloads", baseClients, c, baseG, g)
 	if c > baseClients+2 || g > baseG+20 {
 		t.Fatalf("after 50 reloads: Redis clients %d → %d, goroutines %d → %d", baseClients, c, baseG, g)
+	}
+}
+
+// A reload that drops a Redis route while its deliverer is sending an event stops the deliverer
+// before the route's Redis client is closed (Caddy stops the old config's apps before it cleans
+// up its modules): the attempt's outcome is recorded, nothing is logged at ERROR, and when the
+// route comes back the event is delivered, not pending again.
+func TestRedisReloadDroppingABusyRouteLogsNoError(t *testing.T) {
+	srv := startRedis(t, redistest.Durable...)
+	logPath := filepath.Join(t.TempDir(), "hookgate.log")
+	up := newUpstream(t)
+	hold := make(chan struct{})
+	up.mu.Lock()
+	up.block = hold
+	up.mu.Unlock()
+	withRoute := withLogFile(onRedis(gatewayConfig("redisdrop", unusedUpstream, asyncRoute(up.Listener.Addr().String())), srv.Addr), logPath, "DEBUG")
+	withoutRoute := withLogFile(testSite+"\trespond \"no hookgate route\" 200\n}\n", logPath, "DEBUG")
+	tester := caddytest.NewTester(t)
+	tester.InitServer(withRoute, "caddyfile")
+	expectReply(t, "before the reload", send(t, tester.Client, newEvent(t, "evt_drop_1", "obj_drop", 1)), http.StatusAccepted, "")
+	waitFor(t, "the event's attempt in flight", 10*time.Second, func() bool { return up.count("evt_drop_1") == 1 })
+
+	reloaded := make(chan struct{})
+	go func() {
+		defer close(reloaded)
+		tester.InitServer(withoutRoute, "caddyfile")
+	}()
+	// The new config serves as soon as it starts; the old one is stopped after it, so its
+	// deliverer is stopping, its attempt still held.
+	waitFor(t, "the config without the route to serve", 10*time.Second, func() bool {
+		resp, err := tester.Client.Get("http://localhost:9080/hooks/x")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return string(body) == "no hookgate route"
+	})
+	close(hold)
+	select {
+	case <-reloaded:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the reload did not end within 30s")
+	}
+
+	lines, raw := readLogLines(t, logPath)
+	recorded := false
+	for _, l := range lines {
+		if l.str("level") == "error" {
+			t.Errorf("the reload logged an ERROR line: %s %s", l.str("msg"), l.str("error"))
+		}
+		recorded = recorded || (l.str("msg") == "event delivered" && l.str("event_id") == "evt_drop_1")
+	}
+	if !recorded {
+		t.Errorf("the dropped route's deliverer did not log the event's delivery:\n%s", raw)
+	}
+	tester.InitServer(withRoute, "caddyfile")
+	status, body := admin(t, http.MethodGet, "/hookgate/events/redisdrop/evt_drop_1")
+	if status != http.StatusOK || !strings.Contains(body, `"state":"delivered"`) {
+		t.Errorf("the event sent while its route was dropped, once the route is back: %d %s, want delivered", status, body)
+	}
+	if n := up.count("evt_drop_1"); n != 1 {
+		t.Errorf("the upstream got the event %d times, want once", n)
 	}
 }
