@@ -133,7 +133,9 @@ func TestRedisReloadDroppingABusyRouteLogsNoError(t *testing.T) {
 	up.mu.Lock()
 	up.block = hold
 	up.mu.Unlock()
-	withRoute := withLogFile(onRedis(gatewayConfig("redisdrop", unusedUpstream, asyncRoute(up.Listener.Addr().String())), srv.Addr), logPath, "DEBUG")
+	// The attempt outlasts the reload, however slow the machine: it is held until released.
+	route := strings.Replace(asyncRoute(up.Listener.Addr().String()), "timeout 2s", "timeout 1m", 1)
+	withRoute := withLogFile(onRedis(gatewayConfig("redisdrop", unusedUpstream, route), srv.Addr), logPath, "DEBUG")
 	withoutRoute := withLogFile(testSite+"\trespond \"no hookgate route\" 200\n}\n", logPath, "DEBUG")
 	tester := caddytest.NewTester(t)
 	tester.InitServer(withRoute, "caddyfile")
