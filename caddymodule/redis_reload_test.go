@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -133,6 +134,8 @@ func TestRedisReloadDroppingABusyRouteLogsNoError(t *testing.T) {
 	up.mu.Lock()
 	up.block = hold
 	up.mu.Unlock()
+	release := sync.OnceFunc(func() { close(hold) })
+	t.Cleanup(release)
 	// The attempt outlasts the reload, however slow the machine: it is held until released.
 	route := strings.Replace(asyncRoute(up.Listener.Addr().String()), "timeout 2s", "timeout 1m", 1)
 	withRoute := withLogFile(onRedis(gatewayConfig("redisdrop", unusedUpstream, route), srv.Addr), logPath, "DEBUG")
@@ -147,18 +150,18 @@ func TestRedisReloadDroppingABusyRouteLogsNoError(t *testing.T) {
 		defer close(reloaded)
 		tester.InitServer(withoutRoute, "caddyfile")
 	}()
-	// The new config serves as soon as it starts; the old one is stopped after it, so its
-	// deliverer is stopping, its attempt still held.
-	waitFor(t, "the config without the route to serve", 10*time.Second, func() bool {
-		resp, err := tester.Client.Get("http://localhost:9080/hooks/x")
+	// The old config's app lets go of the route's deliverer (the admin API no longer finds it)
+	// and stops it, which waits for the attempt still held; its store is cleaned up after.
+	waitFor(t, "the route's deliverer to be let go", 10*time.Second, func() bool {
+		resp, err := http.Get("http://localhost:2999/hookgate/status/redisdrop")
 		if err != nil {
-			return false
+			return false // the admin endpoint is being replaced
 		}
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
-		return string(body) == "no hookgate route"
+		return resp.StatusCode == http.StatusNotFound && strings.Contains(string(body), "no async route")
 	})
-	close(hold)
+	release()
 	select {
 	case <-reloaded:
 	case <-time.After(30 * time.Second):
