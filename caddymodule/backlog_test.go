@@ -24,6 +24,39 @@ func routeBacklog(t *testing.T, route string) (backlog, bound int) {
 	return *status.Backlog, *status.MaxPending
 }
 
+// While an event is being sent, the route's status shows the bytes of event bodies its
+// deliverer holds in memory (what the deliverer's 64 MiB bound counts); none once it is
+// delivered.
+func TestStatusShowsTheBodyBytesTheDelivererHolds(t *testing.T) {
+	up := newUpstream(t)
+	hold := make(chan struct{})
+	up.mu.Lock()
+	up.block = hold
+	up.mu.Unlock()
+	release := sync.OnceFunc(func() { close(hold) })
+	t.Cleanup(release)
+	tester := startAsyncGateway(t, "heldbytes", up.Listener.Addr().String(), "timeout 1m")
+	ev := newEvent(t, "evt_held_1", "obj_held", 1)
+	expectReply(t, "accepted", send(t, tester.Client, ev), http.StatusAccepted, "")
+	waitFor(t, "the event's attempt in flight", 10*time.Second, func() bool { return up.count(ev.id) == 1 })
+
+	heldBytes := func() int {
+		var status struct {
+			HeldBytes *int `json:"held_bytes"`
+		}
+		code, body := admin(t, http.MethodGet, "/hookgate/status/heldbytes")
+		if err := json.Unmarshal([]byte(body), &status); code != http.StatusOK || err != nil || status.HeldBytes == nil {
+			t.Fatalf("status without held_bytes: %d %s", code, body)
+		}
+		return *status.HeldBytes
+	}
+	if n := heldBytes(); n != len(ev.body) {
+		t.Errorf("while its event of %d bytes is being sent, the route's status shows held_bytes %d", len(ev.body), n)
+	}
+	release()
+	waitFor(t, "the body let go once delivered", 10*time.Second, func() bool { return heldBytes() == 0 })
+}
+
 // TestAsyncBacklogBoundedByMaxPending floods an async route whose upstream hangs: past
 // max_pending the provider gets 503 with Retry-After, the status shows the backlog at the bound,
 // and once the upstream answers again the refused events are accepted on retry and every

@@ -2,9 +2,12 @@ package caddymodule
 
 import (
 	"fmt"
+	"io"
 	"net/http"
+	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -116,5 +119,72 @@ func TestRedisReloadsLeakNoClient(t *testing.T) {
 	t.Logf("Redis clients %d → %d, goroutines %d → %d after 50 reloads", baseClients, c, baseG, g)
 	if c > baseClients+2 || g > baseG+20 {
 		t.Fatalf("after 50 reloads: Redis clients %d → %d, goroutines %d → %d", baseClients, c, baseG, g)
+	}
+}
+
+// A reload that drops a Redis route while its deliverer is sending an event stops the deliverer
+// before the route's Redis client is closed (Caddy stops the old config's apps before it cleans
+// up its modules): the attempt's outcome is recorded, nothing is logged at ERROR, and when the
+// route comes back the event is delivered, not pending again.
+func TestRedisReloadDroppingABusyRouteLogsNoError(t *testing.T) {
+	srv := startRedis(t, redistest.Durable...)
+	logPath := filepath.Join(t.TempDir(), "hookgate.log")
+	up := newUpstream(t)
+	hold := make(chan struct{})
+	up.mu.Lock()
+	up.block = hold
+	up.mu.Unlock()
+	release := sync.OnceFunc(func() { close(hold) })
+	t.Cleanup(release)
+	// The attempt outlasts the reload, however slow the machine: it is held until released.
+	route := strings.Replace(asyncRoute(up.Listener.Addr().String()), "timeout 2s", "timeout 1m", 1)
+	withRoute := withLogFile(onRedis(gatewayConfig("redisdrop", unusedUpstream, route), srv.Addr), logPath, "DEBUG")
+	withoutRoute := withLogFile(testSite+"\trespond \"no hookgate route\" 200\n}\n", logPath, "DEBUG")
+	tester := caddytest.NewTester(t)
+	tester.InitServer(withRoute, "caddyfile")
+	expectReply(t, "before the reload", send(t, tester.Client, newEvent(t, "evt_drop_1", "obj_drop", 1)), http.StatusAccepted, "")
+	waitFor(t, "the event's attempt in flight", 10*time.Second, func() bool { return up.count("evt_drop_1") == 1 })
+
+	reloaded := make(chan struct{})
+	go func() {
+		defer close(reloaded)
+		tester.InitServer(withoutRoute, "caddyfile")
+	}()
+	// The old config's app lets go of the route's deliverer (the admin API no longer finds it)
+	// and stops it, which waits for the attempt still held; its store is cleaned up after.
+	waitFor(t, "the route's deliverer to be let go", 10*time.Second, func() bool {
+		resp, err := http.Get("http://localhost:2999/hookgate/status/redisdrop")
+		if err != nil {
+			return false // the admin endpoint is being replaced
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == http.StatusNotFound && strings.Contains(string(body), "no async route")
+	})
+	release()
+	select {
+	case <-reloaded:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the reload did not end within 30s")
+	}
+
+	lines, raw := readLogLines(t, logPath)
+	recorded := false
+	for _, l := range lines {
+		if l.str("level") == "error" {
+			t.Errorf("the reload logged an ERROR line: %s %s", l.str("msg"), l.str("error"))
+		}
+		recorded = recorded || (l.str("msg") == "event delivered" && l.str("event_id") == "evt_drop_1")
+	}
+	if !recorded {
+		t.Errorf("the dropped route's deliverer did not log the event's delivery:\n%s", raw)
+	}
+	tester.InitServer(withRoute, "caddyfile")
+	status, body := admin(t, http.MethodGet, "/hookgate/events/redisdrop/evt_drop_1")
+	if status != http.StatusOK || !strings.Contains(body, `"state":"delivered"`) {
+		t.Errorf("the event sent while its route was dropped, once the route is back: %d %s, want delivered", status, body)
+	}
+	if n := up.count("evt_drop_1"); n != 1 {
+		t.Errorf("the upstream got the event %d times, want once", n)
 	}
 }

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,7 +20,8 @@ import (
 	"github.com/hookgate/hookgate/internal/redistest"
 )
 
-// startRedis starts a redis-server of the test's own, killed when the test ends.
+// startRedis starts a redis-server of the test's own, killed when the test ends, once the
+// in-process Caddy no longer runs a config on it.
 func startRedis(t *testing.T, config ...string) *redistest.Server {
 	t.Helper()
 	srv, err := redistest.Start(filepath.Join(t.TempDir(), "redis"), config...)
@@ -25,7 +29,33 @@ func startRedis(t *testing.T, config ...string) *redistest.Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Kill)
+	t.Cleanup(func() { leaveRedis(t, srv.Addr) })
 	return srv
+}
+
+// leaveRedis loads an empty config into the in-process Caddy (the caddytest one, on admin port
+// 2999) if its config uses the Redis server at addr: killed under a running route, the server
+// would be an outage its deliverer logs at ERROR until the next test's config replaces it.
+func leaveRedis(t *testing.T, addr string) {
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get("http://localhost:2999/config/")
+	if err != nil {
+		return // no in-process Caddy
+	}
+	cfg, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || !strings.Contains(string(cfg), "redis://"+addr) {
+		return
+	}
+	resp, err = client.Post("http://localhost:2999/load", "application/json", strings.NewReader(`{"admin":{"listen":"localhost:2999"}}`))
+	if err != nil {
+		t.Errorf("unloading the config on Redis %s: %v", addr, err)
+		return
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("unloading the config on Redis %s: %s", addr, resp.Status)
+	}
 }
 
 // newTestRedisPool is a pool entry on the server at addr whose log lines the test reads.

@@ -51,7 +51,8 @@ type Config struct {
 	// Default 30s.
 	Timeout time.Duration
 	// Workers bounds the attempts in flight at once. Up to Workers more events may be waiting
-	// for their outcome to be recorded, and up to 2×Workers be leased ahead, ready to start.
+	// for their outcome to be recorded, and up to 2×Workers be leased ahead, ready to start,
+	// as long as the bodies of those leased ahead and in flight stay within 64 MiB.
 	// Default 16.
 	Workers int
 	// Schedule is the delay before retry k (k = 1, 2, …), before jitter; the last entry repeats.

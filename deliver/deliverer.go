@@ -38,6 +38,10 @@ type Status struct {
 	// InFlight is the number of events being worked on now: attempted, or their outcome being
 	// recorded.
 	InFlight int `json:"in_flight"`
+	// HeldBytes is the size of the bodies the deliverer holds in memory, in bytes: of the events
+	// leased ahead and being sent (an event being recorded holds none). No more is leased while
+	// they fill 64 MiB, but one event is always let through, whatever its size.
+	HeldBytes int64 `json:"held_bytes"`
 }
 
 // settings are the Config in force and what is derived from it; attempts keep the settings
@@ -76,6 +80,10 @@ type Deliverer struct {
 	// was taken (zero: none), rateNext when this node's next start may be free.
 	starts             dedupe.StartLimiter
 	permitAt, rateNext time.Time
+	// heldBytes is the size of the bodies of the events leased ahead and being sent, at most
+	// maxHeld but for one event (heldbytes.go); bodyEstimate is how large the next Lease's
+	// events are expected to be (0 until a Lease brought one).
+	heldBytes, maxHeld, bodyEstimate int64
 	// entitiesInWork holds the entities one of whose events is attempted or being recorded.
 	entitiesInWork map[string]bool
 	started        bool
@@ -102,6 +110,7 @@ func New(out dedupe.Outbox, namespace string, cfg Config, logger *zap.Logger) *D
 		wake:           make(chan struct{}, 1),
 		starts:         startsOf(out),
 		entitiesInWork: make(map[string]bool),
+		maxHeld:        maxHeldBytes,
 	}
 	d.current = newSettings(cfg, nil)
 	if d.current.invalid != nil {
@@ -183,6 +192,9 @@ func (d *Deliverer) Stop(ctx context.Context) error {
 	d.mu.Lock()
 	running := d.started && !d.stopped
 	d.stopped = true
+	for _, next := range d.ready {
+		d.letGo(next.ev)
+	}
 	d.ready = nil // left to their leases
 	d.mu.Unlock()
 	if !running {
@@ -221,6 +233,7 @@ func (d *Deliverer) Status() Status {
 		Paused:              d.health.paused,
 		ConsecutiveFailures: d.health.consecutiveFailures,
 		InFlight:            d.attempting + d.recording,
+		HeldBytes:           d.heldBytes,
 	}
 }
 

@@ -33,6 +33,7 @@ func (d *Deliverer) queueLeased(s *settings, events []*dedupe.Event) {
 	slices.SortStableFunc(events, func(a, b *dedupe.Event) int {
 		return cmp.Or(cmp.Compare(a.Entity, b.Entity), cmp.Compare(b.Version, a.Version))
 	})
+	d.hold(events)
 	for _, ev := range events {
 		d.ready = append(d.ready, leasedEvent{ev: ev, until: ev.NextAttempt, leasedWith: s}) // Lease moved NextAttempt to the lease's end
 	}
@@ -55,6 +56,7 @@ func (d *Deliverer) dispatch(now time.Time) {
 		s := d.settingsAfterLease(next.leasedWith)
 		if next.until.Sub(now) < s.cfg.Timeout+startMargin {
 			d.ready = slices.Delete(d.ready, 0, 1)
+			d.letGo(next.ev)
 			d.logger.Debug("event leased ahead waited too long to start; left to come due again after its lease",
 				zap.String("event_id", next.ev.ID), zap.Time("lease_end", next.until))
 			continue
@@ -70,6 +72,7 @@ func (d *Deliverer) dispatch(now time.Time) {
 		started = true
 		d.attempts.Add(1)
 		if entityBusy {
+			d.dropBody(ev) // postponed or superseded, not sent
 			d.recording++
 			go func() {
 				defer d.attempts.Done()
@@ -85,7 +88,7 @@ func (d *Deliverer) dispatch(now time.Time) {
 		go func() {
 			defer d.attempts.Done()
 			defer d.recorded(ev.Entity)
-			slot := &upstreamSlot{d: d, held: true, since: now}
+			slot := &upstreamSlot{d: d, ev: ev, held: true, since: now}
 			defer slot.release()
 			d.process(s, ev, next.until, slot)
 		}()
@@ -95,11 +98,12 @@ func (d *Deliverer) dispatch(now time.Time) {
 	}
 }
 
-// upstreamSlot is one event's hold on a worker's slot, from its start until its attempt
-// ends; release gives it back, once, to the next event, while the outcome is recorded. A nil
-// upstreamSlot holds nothing.
+// upstreamSlot is one event's hold on a worker's slot and on its body, from its start until
+// its attempt ends; release gives the slot back, once, to the next event, and drops the body,
+// while the outcome is recorded. A nil upstreamSlot holds nothing.
 type upstreamSlot struct {
 	d    *Deliverer
+	ev   *dedupe.Event
 	held bool
 	// since is when the event started.
 	since time.Time
@@ -120,6 +124,7 @@ func (s *upstreamSlot) release() {
 	}
 	d.attempting--
 	d.recording++
+	d.dropBody(s.ev)
 	d.dispatch(now)
 	d.mu.Unlock()
 	d.Notify() // a paused upstream's next probe may be leased

@@ -45,7 +45,12 @@ func startDeliverer(t *testing.T, out *fakeOutbox, cfg Config) *Deliverer {
 
 func startDelivererWithLogger(t *testing.T, out dedupe.Outbox, cfg Config, logger *zap.Logger) *Deliverer {
 	t.Helper()
-	d := New(out, testNamespace, cfg, logger)
+	return run(t, New(out, testNamespace, cfg, logger))
+}
+
+// run starts d; the test's cleanup stops it.
+func run(t *testing.T, d *Deliverer) *Deliverer {
+	t.Helper()
 	d.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

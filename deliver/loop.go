@@ -63,6 +63,7 @@ func (d *Deliverer) leaseDue(ctx context.Context) (wait time.Duration, err error
 	s := d.current
 	d.dispatch(now)
 	n, probeIn := d.leaseRoom(now)
+	n = d.withinHeldBytes(n)
 	d.mu.Unlock()
 
 	wait = pollInterval

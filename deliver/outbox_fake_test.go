@@ -13,9 +13,9 @@ import (
 )
 
 // fakeOutbox is an in-memory dedupe.Outbox: Lease respects due times and leases and hands out
-// a new lease token each time, Update refuses a token other than the latest lease's
-// (ErrLeaseLost) and to overwrite a final state (as the Badger one does), and every Update is
-// kept for assertions.
+// a new lease token each time, Update keeps the header and body stored at Accept and refuses
+// a token other than the latest lease's (ErrLeaseLost) and to overwrite a final state (as the
+// Badger one does), and every Update is kept for assertions.
 type fakeOutbox struct {
 	mu        sync.Mutex
 	events    map[string]*dedupe.Event // by namespace + "\x00" + ID
@@ -178,6 +178,7 @@ func (f *fakeOutbox) Update(ctx context.Context, ev *dedupe.Event, keep time.Dur
 		return fmt.Errorf("dead-lettering %q: %w", ev.ID, dedupe.ErrNoRoom)
 	}
 	c := cloneEvent(ev)
+	c.Header, c.Body = stored.Header, stored.Body // fixed at Accept, as in the real stores
 	f.events[fakeKey(ev.Namespace, ev.ID)] = c
 	f.updates = append(f.updates, *cloneEvent(c))
 	if c.State == dedupe.Delivered && c.Entity != "" {
