@@ -113,10 +113,11 @@ func failedExchange(stopCtx, attemptCtx context.Context, timeout time.Duration, 
 // retryable (with any Retry-After); anything else rejected.
 func classifyStatus(resp *http.Response, now time.Time) attemptResult {
 	code := resp.StatusCode
+	if code >= 200 && code < 300 {
+		return attemptResult{verdict: delivered, status: code}
+	}
 	answered := strings.TrimSpace(fmt.Sprintf("upstream answered %d %s", code, http.StatusText(code)))
 	switch {
-	case code >= 200 && code < 300:
-		return attemptResult{verdict: delivered, status: code}
 	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || (code >= 500 && code < 600):
 		result := attemptResult{verdict: retryable, status: code, problem: answered}
 		result.retryAfter, result.hasRetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), now)
