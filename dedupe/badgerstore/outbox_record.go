@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"slices"
 	"time"
@@ -162,7 +161,12 @@ func (p *payload) encode() []byte {
 		v = appendString(v, s)
 	}
 	v = binary.AppendUvarint(v, uint64(len(p.Header)))
-	for _, name := range slices.Sorted(maps.Keys(p.Header)) {
+	names := make([]string, 0, len(p.Header)) // sized once: slices.Sorted grows it step by step
+	for name := range p.Header {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
 		v = appendString(v, name)
 		v = binary.AppendUvarint(v, uint64(len(p.Header[name])))
 		for _, value := range p.Header[name] {
@@ -178,8 +182,23 @@ func appendString(v []byte, s string) []byte {
 
 // decodePayload decodes v, which the payload then owns (the body aliases it).
 func decodePayload(v []byte) (*payload, error) {
+	return decodePayloadAs(v, true)
+}
+
+// decodePayloadMeta decodes v without its headers and body, which it skips over rather than
+// copies out: what a delivered or superseded event keeps (see shed).
+func decodePayloadMeta(v []byte) (*payload, error) {
+	return decodePayloadAs(v, false)
+}
+
+// decodePayloadAs is decodePayload, or decodePayloadMeta unless whole.
+func decodePayloadAs(v []byte, whole bool) (*payload, error) {
 	if len(v) > 0 && v[0] != 0 {
-		return decodeJSONPayload(v)
+		p, err := decodeJSONPayload(v)
+		if err == nil && !whole {
+			p.Header, p.body = nil, nil
+		}
+		return p, err
 	}
 	if len(v) < 2 || v[1] != payloadFormat {
 		return nil, fmt.Errorf("corrupt event payload of %d bytes", len(v))
@@ -191,7 +210,7 @@ func decodePayload(v []byte) (*payload, error) {
 	}
 	// The counts are checked only against the bytes left, so they size nothing up front: a
 	// corrupt count must not allocate many times the record.
-	if names := r.count(); names > 0 {
+	if names := r.count(); names > 0 && whole {
 		p.Header = make(http.Header, min(names, 64))
 		for range names {
 			name := r.string()
@@ -202,11 +221,18 @@ func decodePayload(v []byte) (*payload, error) {
 			}
 			p.Header[name] = values
 		}
+	} else {
+		for range names {
+			r.skip()
+			for range r.count() {
+				r.skip()
+			}
+		}
 	}
 	if r.failed {
 		return nil, fmt.Errorf("corrupt event payload of %d bytes", len(v))
 	}
-	if len(r.rest) > 0 {
+	if len(r.rest) > 0 && whole {
 		p.body = r.rest
 	}
 	return p, nil
@@ -264,6 +290,14 @@ func (r *byteReader) count() int {
 		return 0
 	}
 	return int(n)
+}
+
+// skip passes over a string.
+func (r *byteReader) skip() {
+	n := r.count()
+	if !r.failed {
+		r.rest = r.rest[n:]
+	}
 }
 
 func (r *byteReader) string() string {
@@ -367,13 +401,8 @@ func shed(txn *badger.Txn, k []byte, expires time.Time) (*payload, error) {
 	}
 	var meta *payload
 	err = item.Value(func(v []byte) error {
-		p, err := decodePayload(v)
-		if err != nil {
-			return err
-		}
-		p.Header, p.body = nil, nil // the body aliases v, which is Badger's only during this call
-		meta = p
-		return nil
+		meta, err = decodePayloadMeta(v) // no body: it would alias v, Badger's only during this call
+		return err
 	})
 	if err != nil {
 		return nil, err
