@@ -205,6 +205,11 @@ func decodePayloadAs(v []byte, whole bool) (*payload, error) {
 	}
 	r := byteReader{rest: v[2:]}
 	p := &payload{Version: r.varint(), BodyBytes: int(r.uvarint())}
+	if whole {
+		fields := r
+		fields.skipFields()
+		r.copyText(len(r.rest) - len(fields.rest))
+	}
 	for _, s := range []*string{&p.Entity, &p.Method, &p.URI, &p.Scheme} {
 		*s = r.string()
 	}
@@ -260,6 +265,29 @@ func decodeJSONPayload(v []byte) (*payload, error) {
 type byteReader struct {
 	rest   []byte
 	failed bool
+	// text, when set, is a copy of the next bytes of rest up to where tail bytes are left, as
+	// one string: the strings read from it are cut from it, rather than each copied out (the
+	// headers of a leased event were a dozen allocations).
+	text string
+	tail int
+}
+
+// copyText copies the next n bytes, which hold the strings to be read, into text.
+func (r *byteReader) copyText(n int) {
+	r.text, r.tail = string(r.rest[:n]), len(r.rest)-n
+}
+
+// skipFields passes over a payload's fields after its two numbers: four strings and the headers.
+func (r *byteReader) skipFields() {
+	for range 4 {
+		r.skip()
+	}
+	for range r.count() {
+		r.skip()
+		for range r.count() {
+			r.skip()
+		}
+	}
 }
 
 func (r *byteReader) uvarint() uint64 {
@@ -305,7 +333,12 @@ func (r *byteReader) string() string {
 	if r.failed {
 		return ""
 	}
-	s := string(r.rest[:n])
+	var s string
+	if at := len(r.text) - (len(r.rest) - r.tail); at >= 0 && at+n <= len(r.text) {
+		s = r.text[at : at+n]
+	} else {
+		s = string(r.rest[:n])
+	}
 	r.rest = r.rest[n:]
 	return s
 }
