@@ -81,6 +81,12 @@ func newAttemptRequest(ctx context.Context, target *url.URL, ev *dedupe.Event, n
 	if _, sent := req.Header["User-Agent"]; !sent {
 		req.Header["User-Agent"] = own[3:4:4] // "": not Go's default, as the provider sent none
 	}
+	// The target's user info is sent as Basic auth, as http.Client would: attempts go to its
+	// Transport directly (attempt).
+	if user := destination.User; user != nil && req.Header.Get("Authorization") == "" {
+		password, _ := user.Password()
+		req.SetBasicAuth(user.Username(), password)
+	}
 	return req, nil
 }
 
