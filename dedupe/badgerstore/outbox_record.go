@@ -205,9 +205,10 @@ func decodePayloadAs(v []byte, whole bool) (*payload, error) {
 	}
 	r := byteReader{rest: v[2:]}
 	p := &payload{Version: r.varint(), BodyBytes: int(r.uvarint())}
+	var values []string // every header's values, in one allocation
 	if whole {
 		fields := r
-		fields.skipFields()
+		values = make([]string, 0, fields.skipFields())
 		r.copyText(len(r.rest) - len(fields.rest))
 	}
 	for _, s := range []*string{&p.Entity, &p.Method, &p.URI, &p.Scheme} {
@@ -219,12 +220,11 @@ func decodePayloadAs(v []byte, whole bool) (*payload, error) {
 		p.Header = make(http.Header, min(names, 64))
 		for range names {
 			name := r.string()
-			n := r.count()
-			values := make([]string, 0, min(n, 16))
-			for range n {
+			start := len(values)
+			for range r.count() {
 				values = append(values, r.string())
 			}
-			p.Header[name] = values
+			p.Header[name] = values[start:len(values):len(values)]
 		}
 	} else {
 		for range names {
@@ -277,17 +277,21 @@ func (r *byteReader) copyText(n int) {
 	r.text, r.tail = string(r.rest[:n]), len(r.rest)-n
 }
 
-// skipFields passes over a payload's fields after its two numbers: four strings and the headers.
-func (r *byteReader) skipFields() {
+// skipFields passes over a payload's fields after its two numbers, four strings and the headers,
+// and returns the number of header values (each at least a byte, so bounded by the record).
+func (r *byteReader) skipFields() (values int) {
 	for range 4 {
 		r.skip()
 	}
 	for range r.count() {
 		r.skip()
-		for range r.count() {
+		n := r.count()
+		for range n {
 			r.skip()
 		}
+		values += n
 	}
+	return values
 }
 
 func (r *byteReader) uvarint() uint64 {
