@@ -109,7 +109,7 @@ func (h *Handler) handOn(out *outcome, rec *statusRecorder, r *http.Request, nex
 			if !taken {
 				out.released()
 			}
-			h.settle(r.Context(), claim, taken)
+			h.settle(claim, taken)
 		}
 	}()
 	err := next.ServeHTTP(rec, r)
@@ -118,7 +118,7 @@ func (h *Handler) handOn(out *outcome, rec *statusRecorder, r *http.Request, nex
 	if !taken {
 		out.released()
 	}
-	h.settle(r.Context(), claim, taken)
+	h.settle(claim, taken)
 	return err
 }
 
@@ -156,10 +156,10 @@ func (h *Handler) ledgerFailed(out *outcome, op string, err error) error {
 
 // settle marks the event done when the next handler succeeded, or releases the claim so the
 // provider's retry is processed rather than dropped as a duplicate. It runs even if the client has
-// gone away, because the work upstream happened either way.
-func (h *Handler) settle(ctx context.Context, claim dedupe.Claim, ok bool) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
+// gone away, because the work upstream happened either way: its context is not the request's, and
+// ends about 10 s from now (settledeadline.go).
+func (h *Handler) settle(claim dedupe.Claim, ok bool) {
+	ctx := settleContext(time.Now())
 	var err error
 	if ok {
 		err = h.ledger.Done(ctx, claim, time.Duration(h.DedupeTTL))

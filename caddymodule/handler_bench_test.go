@@ -131,14 +131,24 @@ func (f *requestPathFixture) signed(tb testing.TB, id string, fill byte, size in
 	return header, body
 }
 
-// serveSigned sends body with header, and checks the answer's status (0: the route's success).
-func (f *requestPathFixture) serveSigned(tb testing.TB, header http.Header, body []byte, want int) {
+// request is event 0's request, as Caddy would hand it to the handler.
+func (f *requestPathFixture) request() *http.Request {
+	return f.signedRequest(f.header.Clone(), f.body)
+}
+
+// signedRequest is a request of body with header, as Caddy would hand it to the handler.
+func (f *requestPathFixture) signedRequest(header http.Header, body []byte) *http.Request {
 	r := &http.Request{
 		Method: http.MethodPost, URL: f.target, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: header, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)),
 		Host: f.target.Host, RemoteAddr: "127.0.0.1:40000", RequestURI: f.target.RequestURI(),
 	}
-	r = r.WithContext(context.WithValue(context.Background(), caddy.ReplacerCtxKey, caddy.NewReplacer()))
+	return r.WithContext(context.WithValue(context.Background(), caddy.ReplacerCtxKey, caddy.NewReplacer()))
+}
+
+// serveSigned sends body with header, and checks the answer's status (0: the route's success).
+func (f *requestPathFixture) serveSigned(tb testing.TB, header http.Header, body []byte, want int) {
+	r := f.signedRequest(header, body)
 	w := &discardWriter{header: make(http.Header)}
 	if err := f.h.ServeHTTP(w, r, f.next); err != nil {
 		tb.Error(err)

@@ -45,8 +45,9 @@ type attemptResult struct {
 }
 
 // newClient makes the HTTP client one Deliverer shares among its workers: it keeps enough idle
-// connections for every worker, adds no Accept-Encoding of its own, and never follows
-// redirects (a 3xx is the upstream's answer).
+// connections for every worker and adds no Accept-Encoding of its own. Attempts go to its
+// Transport directly, as reverse_proxy does, so no redirect is followed (a 3xx is the upstream's
+// answer) and no copy of the request's headers is made for one.
 func newClient(workers int) *http.Client {
 	transport := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
@@ -58,12 +59,7 @@ func newClient(workers int) *http.Client {
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
-	return &http.Client{
-		Transport: transport,
-		CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse
-		},
-	}
+	return &http.Client{Transport: transport}
 }
 
 // attempt sends ev once, as attempt number (1-based), and classifies the outcome. stopCtx ends
@@ -82,7 +78,7 @@ func attempt(stopCtx context.Context, client *http.Client, cfg Config, ev *dedup
 	if err != nil {
 		return attemptResult{verdict: rejected, problem: err.Error() + ": not retried"}
 	}
-	resp, err := client.Do(req)
+	resp, err := client.Transport.RoundTrip(req)
 	if err != nil {
 		return failedExchange(stopCtx, ctx, cfg.Timeout, err)
 	}
@@ -113,10 +109,11 @@ func failedExchange(stopCtx, attemptCtx context.Context, timeout time.Duration, 
 // retryable (with any Retry-After); anything else rejected.
 func classifyStatus(resp *http.Response, now time.Time) attemptResult {
 	code := resp.StatusCode
+	if code >= 200 && code < 300 {
+		return attemptResult{verdict: delivered, status: code}
+	}
 	answered := strings.TrimSpace(fmt.Sprintf("upstream answered %d %s", code, http.StatusText(code)))
 	switch {
-	case code >= 200 && code < 300:
-		return attemptResult{verdict: delivered, status: code}
 	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || (code >= 500 && code < 600):
 		result := attemptResult{verdict: retryable, status: code, problem: answered}
 		result.retryAfter, result.hasRetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), now)

@@ -107,6 +107,28 @@ func TestAddsNoUserAgentOrAcceptEncodingOfItsOwn(t *testing.T) {
 	}
 }
 
+// A target with user info (http://user:pass@app) logs in with Basic auth, unless the provider
+// sent an Authorization of its own, which is the event's and forwarded as it came.
+func TestTargetUserInfoIsSentAsBasicAuth(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, ok)
+	cfg := testConfig(t, strings.Replace(up.URL, "http://", "http://hook:s3cret@", 1))
+	deliverOne(t, cfg, testEvent("evt_1", "{}"))
+	withOwn := testEvent("evt_2", "{}")
+	withOwn.Header = http.Header{"Authorization": {"Bearer provider"}}
+	deliverOne(t, cfg, withOwn)
+	reqs := up.received()
+	if len(reqs) != 2 {
+		t.Fatalf("upstream got %d requests, want 2", len(reqs))
+	}
+	if user, password, ok := (&http.Request{Header: reqs[0].Header}).BasicAuth(); !ok || user != "hook" || password != "s3cret" {
+		t.Errorf("upstream got Authorization %q, want Basic auth as hook:s3cret", reqs[0].Header.Get("Authorization"))
+	}
+	if got := reqs[1].Header.Values("Authorization"); !slices.Equal(got, []string{"Bearer provider"}) {
+		t.Errorf("upstream got Authorization %q, want the provider's own, %q", got, "Bearer provider")
+	}
+}
+
 func TestServerErrorIsRetried(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t, func(n int, w http.ResponseWriter, _ *http.Request) {

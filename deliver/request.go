@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -64,17 +65,28 @@ func newAttemptRequest(ctx context.Context, target *url.URL, ev *dedupe.Event, n
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, ev.Method, destination.String(), bytes.NewReader(ev.Body))
+	// The URL is set below from the one joined, rather than printed and parsed here again.
+	req, err := http.NewRequestWithContext(ctx, ev.Method, "/", bytes.NewReader(ev.Body))
 	if err != nil {
 		return nil, fmt.Errorf("method %q or URI %q cannot be forwarded: %w", ev.Method, ev.URI, err)
 	}
-	req.Header = forwardedHeader(ev.Header)
+	destination.Host = strings.TrimSuffix(destination.Host, ":") // as NewRequest drops an empty port
+	req.URL, req.Host = destination, destination.Host
+	var own []string
+	req.Header, own = forwardedHeader(ev.Header, 4)
+	own[0], own[1], own[2] = ev.ID, strconv.Itoa(number), ev.Scheme
+	req.Header[headerEventID] = own[0:1:1] // as Header.Set, in forwardedHeader's allocation
+	req.Header[headerAttempt] = own[1:2:2]
+	req.Header[headerVerified] = own[2:3:3]
 	if _, sent := req.Header["User-Agent"]; !sent {
-		req.Header["User-Agent"] = []string{""} // not Go's default: the provider sent none
+		req.Header["User-Agent"] = own[3:4:4] // "": not Go's default, as the provider sent none
 	}
-	req.Header.Set(headerEventID, ev.ID)
-	req.Header.Set(headerAttempt, strconv.Itoa(number))
-	req.Header.Set(headerVerified, ev.Scheme)
+	// The target's user info is sent as Basic auth, as http.Client would: attempts go to its
+	// Transport directly (attempt).
+	if user := destination.User; user != nil && req.Header.Get("Authorization") == "" {
+		password, _ := user.Password()
+		req.SetBasicAuth(user.Username(), password)
+	}
 	return req, nil
 }
 
@@ -97,22 +109,41 @@ func joinTarget(target *url.URL, requestURI string) (*url.URL, error) {
 }
 
 // forwardedHeader copies the received headers that describe the event: everything except
-// hop-by-hop headers (including any named in Connection) and incoming Hookgate-* headers.
-func forwardedHeader(received http.Header) http.Header {
-	connectionListed := make(map[string]bool)
+// hop-by-hop headers (including any named in Connection) and incoming Hookgate-* headers. The
+// values are copied into one allocation, which has spare more empty strings after them, returned
+// as own, for the caller's headers.
+func forwardedHeader(received http.Header, spare int) (forwarded http.Header, own []string) {
+	var connectionListed []string
 	for _, value := range received.Values("Connection") {
 		for name := range strings.SplitSeq(value, ",") {
-			connectionListed[textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(name))] = true
+			connectionListed = append(connectionListed, textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(name)))
 		}
 	}
-	forwarded := make(http.Header, len(received)+3)
+	dropped := func(canonical string) bool {
+		return hopByHopHeaders[canonical] || slices.Contains(connectionListed, canonical) ||
+			strings.HasPrefix(canonical, "Proxy-") || OwnHeader(canonical)
+	}
+	count := 0
+	for name, values := range received {
+		if !dropped(textproto.CanonicalMIMEHeaderKey(name)) {
+			count += len(values)
+		}
+	}
+	copies := make([]string, count+spare)
+	forwarded = make(http.Header, len(received)+spare)
 	for name, values := range received {
 		canonical := textproto.CanonicalMIMEHeaderKey(name)
-		if hopByHopHeaders[canonical] || connectionListed[canonical] ||
-			strings.HasPrefix(canonical, "Proxy-") || OwnHeader(canonical) {
+		if dropped(canonical) {
 			continue
 		}
-		forwarded[canonical] = append(forwarded[canonical], values...)
+		n := copy(copies, values)
+		if earlier, twice := forwarded[canonical]; twice { // two spellings of one name: rare
+			forwarded[canonical] = append(earlier, copies[:n]...)
+		} else {
+			// The capacity ends at the copy, so that appending to it never overwrites the next.
+			forwarded[canonical] = copies[:n:n]
+		}
+		copies = copies[n:]
 	}
-	return forwarded
+	return forwarded, copies
 }

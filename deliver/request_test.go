@@ -68,7 +68,7 @@ func TestForwardedHeaderDropsHopByHopAndOurs(t *testing.T) {
 		"Hookgate-Event-Id":   {"spoofed"},
 		"hookgate-attempt":    {"99"}, // not canonical, as a map literal can hold it
 	}
-	got := forwardedHeader(received)
+	got, _ := forwardedHeader(received, 0)
 	want := http.Header{
 		"Content-Type":     {"application/json"},
 		"X-Multi":          {"a", "b"},

@@ -12,7 +12,8 @@ import (
 
 // FuzzDecodePayload: corrupt or truncated stored payloads must error, never panic; what decodes
 // (in either format) encodes back to a payload that decodes the same, and encodes again to the
-// same bytes.
+// same bytes. Decoding the metadata only (as shed does) fails and succeeds with it, and gives the
+// same payload but for the headers and body.
 func FuzzDecodePayload(f *testing.F) {
 	f.Add((&payload{Method: "POST", URI: "/", body: []byte("{}")}).encode())
 	f.Add((&payload{Entity: "order-7", Version: -3, Method: "PUT", URI: "/hook?x=1", Scheme: "github",
@@ -23,11 +24,19 @@ func FuzzDecodePayload(f *testing.F) {
 		`{"method":"POST","uri":"/","header":{"A":["b"]},"body_bytes":1}x`...))
 	f.Fuzz(func(t *testing.T, v []byte) {
 		p, err := decodePayload(v)
+		meta, metaErr := decodePayloadMeta(v)
+		if (err == nil) != (metaErr == nil) {
+			t.Fatalf("decoding the whole payload: %v; its metadata only: %v", err, metaErr)
+		}
 		if err != nil {
 			return
 		}
 		if p == nil {
 			t.Fatal("nil payload without error")
+		}
+		if want := (payload{Entity: p.Entity, Version: p.Version, Method: p.Method, URI: p.URI,
+			Scheme: p.Scheme, BodyBytes: p.BodyBytes}); meta.Header != nil || meta.body != nil || !samePayload(meta, &want) {
+			t.Fatalf("metadata decoded as %+v (body %q), want %+v", meta, meta.body, want)
 		}
 		again := p.encode()
 		back, err := decodePayload(again)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"slices"
 	"time"
@@ -162,7 +161,12 @@ func (p *payload) encode() []byte {
 		v = appendString(v, s)
 	}
 	v = binary.AppendUvarint(v, uint64(len(p.Header)))
-	for _, name := range slices.Sorted(maps.Keys(p.Header)) {
+	names := make([]string, 0, len(p.Header)) // sized once: slices.Sorted grows it step by step
+	for name := range p.Header {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
 		v = appendString(v, name)
 		v = binary.AppendUvarint(v, uint64(len(p.Header[name])))
 		for _, value := range p.Header[name] {
@@ -178,35 +182,62 @@ func appendString(v []byte, s string) []byte {
 
 // decodePayload decodes v, which the payload then owns (the body aliases it).
 func decodePayload(v []byte) (*payload, error) {
+	return decodePayloadAs(v, true)
+}
+
+// decodePayloadMeta decodes v without its headers and body, which it skips over rather than
+// copies out: what a delivered or superseded event keeps (see shed).
+func decodePayloadMeta(v []byte) (*payload, error) {
+	return decodePayloadAs(v, false)
+}
+
+// decodePayloadAs is decodePayload, or decodePayloadMeta unless whole.
+func decodePayloadAs(v []byte, whole bool) (*payload, error) {
 	if len(v) > 0 && v[0] != 0 {
-		return decodeJSONPayload(v)
+		p, err := decodeJSONPayload(v)
+		if err == nil && !whole {
+			p.Header, p.body = nil, nil
+		}
+		return p, err
 	}
 	if len(v) < 2 || v[1] != payloadFormat {
 		return nil, fmt.Errorf("corrupt event payload of %d bytes", len(v))
 	}
 	r := byteReader{rest: v[2:]}
 	p := &payload{Version: r.varint(), BodyBytes: int(r.uvarint())}
+	var values []string // every header's values, in one allocation
+	if whole {
+		fields := r
+		values = make([]string, 0, fields.skipFields())
+		r.copyText(len(r.rest) - len(fields.rest))
+	}
 	for _, s := range []*string{&p.Entity, &p.Method, &p.URI, &p.Scheme} {
 		*s = r.string()
 	}
 	// The counts are checked only against the bytes left, so they size nothing up front: a
 	// corrupt count must not allocate many times the record.
-	if names := r.count(); names > 0 {
+	if names := r.count(); names > 0 && whole {
 		p.Header = make(http.Header, min(names, 64))
 		for range names {
 			name := r.string()
-			n := r.count()
-			values := make([]string, 0, min(n, 16))
-			for range n {
+			start := len(values)
+			for range r.count() {
 				values = append(values, r.string())
 			}
-			p.Header[name] = values
+			p.Header[name] = values[start:len(values):len(values)]
+		}
+	} else {
+		for range names {
+			r.skip()
+			for range r.count() {
+				r.skip()
+			}
 		}
 	}
 	if r.failed {
 		return nil, fmt.Errorf("corrupt event payload of %d bytes", len(v))
 	}
-	if len(r.rest) > 0 {
+	if len(r.rest) > 0 && whole {
 		p.body = r.rest
 	}
 	return p, nil
@@ -234,6 +265,33 @@ func decodeJSONPayload(v []byte) (*payload, error) {
 type byteReader struct {
 	rest   []byte
 	failed bool
+	// text, when set, is a copy of the next bytes of rest up to where tail bytes are left, as
+	// one string: the strings read from it are cut from it, rather than each copied out (the
+	// headers of a leased event were a dozen allocations).
+	text string
+	tail int
+}
+
+// copyText copies the next n bytes, which hold the strings to be read, into text.
+func (r *byteReader) copyText(n int) {
+	r.text, r.tail = string(r.rest[:n]), len(r.rest)-n
+}
+
+// skipFields passes over a payload's fields after its two numbers, four strings and the headers,
+// and returns the number of header values (each at least a byte, so bounded by the record).
+func (r *byteReader) skipFields() (values int) {
+	for range 4 {
+		r.skip()
+	}
+	for range r.count() {
+		r.skip()
+		n := r.count()
+		for range n {
+			r.skip()
+		}
+		values += n
+	}
+	return values
 }
 
 func (r *byteReader) uvarint() uint64 {
@@ -266,12 +324,25 @@ func (r *byteReader) count() int {
 	return int(n)
 }
 
+// skip passes over a string.
+func (r *byteReader) skip() {
+	n := r.count()
+	if !r.failed {
+		r.rest = r.rest[n:]
+	}
+}
+
 func (r *byteReader) string() string {
 	n := r.count()
 	if r.failed {
 		return ""
 	}
-	s := string(r.rest[:n])
+	var s string
+	if at := len(r.text) - (len(r.rest) - r.tail); at >= 0 && at+n <= len(r.text) {
+		s = r.text[at : at+n]
+	} else {
+		s = string(r.rest[:n])
+	}
 	r.rest = r.rest[n:]
 	return s
 }
@@ -367,13 +438,8 @@ func shed(txn *badger.Txn, k []byte, expires time.Time) (*payload, error) {
 	}
 	var meta *payload
 	err = item.Value(func(v []byte) error {
-		p, err := decodePayload(v)
-		if err != nil {
-			return err
-		}
-		p.Header, p.body = nil, nil // the body aliases v, which is Badger's only during this call
-		meta = p
-		return nil
+		meta, err = decodePayloadMeta(v) // no body: it would alias v, Badger's only during this call
+		return err
 	})
 	if err != nil {
 		return nil, err
