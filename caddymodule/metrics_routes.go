@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -9,8 +10,8 @@ import (
 	"github.com/hookgate/hookgate/dedupe"
 )
 
-// scrapeTimeout bounds the backlog reads of one scrape: Badger's is a counter in memory, a Redis
-// store's is a call to Redis.
+// scrapeTimeout bounds the backlog reads of each route in a scrape (all routes are read at once):
+// Badger's is a counter in memory, a Redis store's is a call to Redis.
 const scrapeTimeout = 2 * time.Second
 
 var (
@@ -49,30 +50,39 @@ func (c *routesCollector) Describe(ch chan<- *prometheus.Desc) {
 // down) is left out of hookgate_queue_depth and hookgate_queue_oldest_pending_seconds rather
 // than reported as empty, and is reported in hookgate_ledger_available: each scrape reads every
 // route's backlog, a sync route's too, so an outage shows without any request to meet it.
+// Routes are read at once, each within its own scrapeTimeout, so a hung store neither delays
+// the scrape past one timeout nor leaves the others no time and reported unavailable.
 func (c *routesCollector) Collect(ch chan<- prometheus.Metric) {
+	var wg sync.WaitGroup
+	for key, r := range c.app.routesNow() { // names are unique in a config (App.register)
+		wg.Go(func() { collectRoute(ch, key.name, r) })
+	}
+	wg.Wait()
+}
+
+// collectRoute reports one route's disk, ledger, upstream and backlog.
+func collectRoute(ch chan<- prometheus.Metric, name string, r appRoute) {
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
-	for key, r := range c.app.routesNow() { // names are unique in a config (App.register)
-		if r.store.disk != nil {
-			avail, _, low := r.store.disk.read()
-			ch <- prometheus.MustNewConstMetric(diskFreeDesc, prometheus.GaugeValue, float64(avail), key.name)
-			ch <- prometheus.MustNewConstMetric(diskLowDesc, prometheus.GaugeValue, boolGauge(low), key.name)
-		}
-		pending, err := r.store.Pending(ctx, key.name)
-		ch <- prometheus.MustNewConstMetric(ledgerAvailableDesc, prometheus.GaugeValue, boolGauge(err == nil), key.name)
-		if r.sender == nil {
-			continue
-		}
-		status := r.sender.Status()
-		ch <- prometheus.MustNewConstMetric(upstreamPausedDesc, prometheus.GaugeValue, boolGauge(status.Paused), key.name)
-		ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(status.InFlight), key.name, "in_flight")
-		if err != nil {
-			continue
-		}
-		ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(pending), key.name, "pending")
-		if age, err := oldestPendingAge(ctx, r.store, key.name, pending); err == nil {
-			ch <- prometheus.MustNewConstMetric(oldestPendingDesc, prometheus.GaugeValue, age.Seconds(), key.name)
-		}
+	if r.store.disk != nil {
+		avail, _, low := r.store.disk.read()
+		ch <- prometheus.MustNewConstMetric(diskFreeDesc, prometheus.GaugeValue, float64(avail), name)
+		ch <- prometheus.MustNewConstMetric(diskLowDesc, prometheus.GaugeValue, boolGauge(low), name)
+	}
+	pending, err := r.store.Pending(ctx, name)
+	ch <- prometheus.MustNewConstMetric(ledgerAvailableDesc, prometheus.GaugeValue, boolGauge(err == nil), name)
+	if r.sender == nil {
+		return
+	}
+	status := r.sender.Status()
+	ch <- prometheus.MustNewConstMetric(upstreamPausedDesc, prometheus.GaugeValue, boolGauge(status.Paused), name)
+	ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(status.InFlight), name, "in_flight")
+	if err != nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(pending), name, "pending")
+	if age, err := oldestPendingAge(ctx, r.store, name, pending); err == nil {
+		ch <- prometheus.MustNewConstMetric(oldestPendingDesc, prometheus.GaugeValue, age.Seconds(), name)
 	}
 }
 

@@ -231,3 +231,47 @@ func TestLedgerAvailableFollowsRedisWithoutRequests(t *testing.T) {
 	}
 	waitFor(t, available+" back to 1 once Redis is", 10*time.Second, func() bool { return scrape(t)[available] == 1 })
 }
+
+// A scrape while one Redis hangs reports the routes on another Redis, which answers, as
+// available: each route's read has its own time bound, so one hung store does not run the
+// others out of time and raise HookgateLedgerUnavailable for routes that serve.
+func TestScrapeWithOneRedisHungReportsTheOthersAvailable(t *testing.T) {
+	hung, up := startRedis(t, redistest.Durable...), startRedis(t, redistest.Durable...)
+	route := func(path, name, addr string) string {
+		return fmt.Sprintf(`	hookgate %s {
+		preset  standard
+		secret  {env.HOOKGATE_TEST_SECRET}
+		name    %s
+		storage redis redis://%s {
+			prefix hookgate-test
+		}
+	}
+`, path, name, addr)
+	}
+	healthy := []string{"availup1", "availup2", "availup3"}
+	cfg := testSite + route("/hung/*", "availhung", hung.Addr)
+	for _, name := range healthy {
+		cfg += route("/"+name+"/*", name, up.Addr)
+	}
+	tester := caddytest.NewTester(t)
+	tester.InitServer(cfg+"\treverse_proxy "+unusedUpstream+"\n}\n", "caddyfile")
+	available := func(name string) string { return `hookgate_ledger_available{route="` + name + `"}` }
+	if err := syscall.Kill(hung.Pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(hung.Pid(), syscall.SIGCONT) })
+	// Routes are read in no set order: six scrapes put the hung one before a healthy one.
+	for i := range 6 {
+		began := time.Now()
+		got := scrape(t)
+		t.Logf("scrape %d with one Redis hung: %v", i, time.Since(began).Round(time.Millisecond))
+		if v := got[available("availhung")]; v != 0 {
+			t.Errorf("scrape %d: with its Redis hung, %s is %v, want 0", i, available("availhung"), v)
+		}
+		for _, name := range healthy {
+			if v, ok := got[available(name)]; !ok || v != 1 {
+				t.Errorf("scrape %d: with its own Redis up and another hung, %s is %v (exposed: %v), want 1", i, available(name), v, ok)
+			}
+		}
+	}
+}
