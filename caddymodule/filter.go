@@ -6,6 +6,9 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/hookgate/hookgate/deliver"
 )
 
 // Filter is one `only` line: a verified event is handed on only if the value it names matches
@@ -106,6 +109,9 @@ func (f *Filter) check() error {
 	if f.Name == "" {
 		return fmt.Errorf("only header: the header name is empty")
 	}
+	if err := f.checkHeaderName(); err != nil {
+		return err
+	}
 	if len(f.Values) == 0 {
 		return fmt.Errorf("only %s %s: at least one value is required", f.From, f.Name)
 	}
@@ -116,6 +122,22 @@ func (f *Filter) check() error {
 		if i := strings.IndexByte(v, '*'); i >= 0 && i != len(v)-1 {
 			return fmt.Errorf("only %s %s: value %q: `*` may only end a value (a prefix match)", f.From, f.Name, v)
 		}
+	}
+	return nil
+}
+
+// checkHeaderName refuses a header no request reaches the filter with, which would leave out
+// every event, each answered 200 ignored.
+func (f *Filter) checkHeaderName() error {
+	switch {
+	case f.From != "header":
+		return nil
+	case !httpguts.ValidHeaderFieldName(f.Name):
+		return fmt.Errorf("only header %q: not a valid header name", f.Name)
+	case deliver.OwnHeader(f.Name):
+		return fmt.Errorf("only header %s: hookgate removes every incoming Hookgate-* header before the filters", f.Name)
+	case http.CanonicalHeaderKey(f.Name) == "Host":
+		return fmt.Errorf("only header %s: Go hands the request's host apart from its headers; match it with Caddy's host matcher", f.Name)
 	}
 	return nil
 }

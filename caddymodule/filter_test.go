@@ -163,6 +163,10 @@ func TestOnlyRefusedAtLoad(t *testing.T) {
 		"only json type *.paid":          "value \"*.paid\": `*` may only end a value",
 		"only json type invoice.*.paid":  "value \"invoice.*.paid\": `*` may only end a value",
 		`only json type invoice.paid ""`: "only json type: a value is empty",
+		// Headers no request reaches hookgate with: every event would be answered 200 ignored.
+		"only header Host hooks.example.com":   "only header Host: Go hands the request's host apart from its headers",
+		"only header Hookgate-Verified stripe": "only header Hookgate-Verified: hookgate removes every incoming Hookgate-* header",
+		`only header "X Event" invoice`:        `only header "X Event": not a valid header name`,
 	} {
 		var h Handler
 		err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("hookgate {\n " + input + "\n}"))
@@ -180,6 +184,8 @@ func TestOnlyRefusedAtLoad(t *testing.T) {
 		"unknown source": {Filter{From: "query", Name: "type", Values: []string{"x"}}, "only query: the source must be json or header"},
 		"inner star":     {Filter{From: "json", Name: "type", Values: []string{"a*b"}}, "may only end a value"},
 		"empty path":     {Filter{From: "json", Values: []string{"x"}}, "the JSON path is empty"},
+		"own header":     {Filter{From: "header", Name: "hookgate_event_id", Values: []string{"*"}}, "removes every incoming Hookgate-* header"},
+		"not a header":   {Filter{From: "header", Name: "X-Event:", Values: []string{"*"}}, "not a valid header name"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := caddy.NewContext(caddy.Context{Context: t.Context()})

@@ -196,3 +196,22 @@ func TestHandshakesAnsweredByTheGateway(t *testing.T) {
 		})
 	}
 }
+
+// A route's `only` lines never leave out a provider's endpoint check: it is answered before them,
+// even when no check could match them.
+func TestHandshakesAnsweredBeforeOnlyFilters(t *testing.T) {
+	for name, tc := range handshakeCases {
+		t.Run(name, func(t *testing.T) {
+			up := newUpstream(t)
+			route := "hs_only_" + strings.ReplaceAll(name, " ", "_")
+			tester := caddytest.NewTester(t)
+			tester.InitServer(handshakeConfig(tc.preset, route, up.Listener.Addr().String(), "only json no_such_field x"), "caddyfile")
+			url := "http://localhost:9080/hooks/" + route
+			body, extra := tc.check(route + "_1")
+			got := sendSigned(t, tester.Client, signRequest(t, tc.preset, tc.key, route+"_1", url, "application/json", body, extra), "")
+			if got.status != tc.status || got.body != tc.answer || got.header.Get("Hookgate-Outcome") != "handshake" {
+				t.Fatalf("handshake under an only line: got %d %q (outcome %q), want %d %q (handshake)", got.status, got.body, got.header.Get("Hookgate-Outcome"), tc.status, tc.answer)
+			}
+		})
+	}
+}
