@@ -130,11 +130,19 @@ func (d *Deliverer) takeStart(ctx context.Context) time.Duration {
 	wait, err := starts.TakeStart(ctx, d.namespace, rate.interval())
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch {
-	case err != nil:
-		d.logger.Warn("taking a start of the delivery rate failed; retrying", zap.Error(err))
+	if err != nil {
+		if !d.rateFailing { // logged when it fails and when it works again, not at every retry
+			d.logger.Warn("taking a start of the delivery rate failed; retrying", zap.Error(err))
+			d.rateFailing = true
+		}
 		d.rateNext = asked.Add(pollInterval)
 		return pollInterval
+	}
+	if d.rateFailing {
+		d.logger.Info("taking a start of the delivery rate works again")
+		d.rateFailing = false
+	}
+	switch {
 	case wait > 0:
 		d.rateNext = asked.Add(wait)
 		return wait

@@ -1,12 +1,18 @@
 package deliver
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/hookgate/hookgate/dedupe"
 )
@@ -195,5 +201,56 @@ func TestRateLimitRaisedByAReloadAppliesAtOnce(t *testing.T) {
 	})
 	if n := up.count(); n != events {
 		t.Errorf("upstream got %d requests for %d events", n, events)
+	}
+}
+
+// failingStarts is an outbox whose shared rate limit fails its first calls (a Redis that is
+// down or refuses the script), then works.
+type failingStarts struct {
+	*fakeOutbox
+	mu       sync.Mutex
+	failures int
+	local    localStarts
+}
+
+func (f *failingStarts) TakeStart(ctx context.Context, ns string, interval time.Duration) (time.Duration, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failures > 0 {
+		f.failures--
+		return 0, errors.New("rate store unavailable")
+	}
+	return f.local.TakeStart(ctx, ns, interval)
+}
+
+func (f *failingStarts) failing() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.failures
+}
+
+// A rate limit whose store fails is logged when it fails and when it works again, not at every
+// retry, and the events then go.
+func TestRateLimitStoreFailingIsLoggedOnceUntilItWorks(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, ok)
+	cfg := testConfig(t, up.URL)
+	cfg.Rate = Rate{Starts: 20, Per: time.Second}
+	out := &failingStarts{fakeOutbox: newFakeOutbox(), failures: 4}
+	const events = 5
+	for i := range events {
+		out.add(testEvent(fmt.Sprintf("evt_%02d", i), "{}"))
+	}
+	core, logs := observer.New(zap.InfoLevel)
+	startDelivererWithLogger(t, out, cfg, zap.New(core))
+
+	waitFor(t, 30*time.Second, "all delivered", func() bool { return out.count(testNamespace, dedupe.Delivered) == events })
+	if n := out.failing(); n != 0 {
+		t.Fatalf("%d failures of the rate store left unused", n)
+	}
+	failed := logs.FilterMessageSnippet("taking a start of the delivery rate failed").Len()
+	again := logs.FilterMessageSnippet("taking a start of the delivery rate works again").Len()
+	if failed != 1 || again != 1 {
+		t.Errorf("4 failures in a row of the rate store logged %d failures and %d recoveries, want 1 and 1", failed, again)
 	}
 }
