@@ -180,6 +180,7 @@ func (d *Deliverer) usePermit(now time.Time) bool {
 		return true
 	}
 	valid := d.permitValid(now)
+	d.permitUsed = d.permitAt
 	d.permitAt = time.Time{}
 	if !valid && !now.Before(d.rateNext) {
 		d.Notify() // the loop takes a start now, not at its next poll
@@ -205,4 +206,37 @@ func (d *Deliverer) rateRoom(now time.Time, n int) int {
 	}
 	fit := max(int(usable/2/rate.interval()), 1)
 	return max(min(n, fit-len(d.ready)), 0)
+}
+
+// startAgainIfLapsed takes a new start, waiting for the rate, for an event whose start lapsed
+// while its entity's delivered version was read (a slow store): sent late on the old start, it
+// would crowd the window of the starts taken since. It says whether the event may be sent now;
+// if no start comes before the event must start (until), it comes due again after its lease.
+func (d *Deliverer) startAgainIfLapsed(s *settings, slot *upstreamSlot, until time.Time, logger *zap.Logger) bool {
+	rate := s.cfg.Rate
+	if !rate.limited() || time.Since(slot.permit) < rate.interval() {
+		return true
+	}
+	for {
+		asked := time.Now()
+		if until.Sub(asked) < s.cfg.Timeout+startMargin {
+			logger.Info("event waited too long for a start of the delivery rate; it comes due again after its lease")
+			return false
+		}
+		wait, err := d.starts.TakeStart(d.attemptsCtx, d.namespace, rate.interval())
+		switch {
+		case err != nil:
+			logger.Warn("taking a start of the delivery rate failed; the event comes due again after its lease", zap.Error(err))
+			return false
+		case wait == 0 && time.Since(asked) < rate.interval():
+			return true
+		case wait == 0:
+			continue // taken too slowly to use: see permitValid
+		}
+		select {
+		case <-d.attemptsCtx.Done():
+			return false
+		case <-time.After(wait):
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -252,5 +253,51 @@ func TestRateLimitStoreFailingIsLoggedOnceUntilItWorks(t *testing.T) {
 	again := logs.FilterMessageSnippet("taking a start of the delivery rate works again").Len()
 	if failed != 1 || again != 1 {
 		t.Errorf("4 failures in a row of the rate store logged %d failures and %d recoveries, want 1 and 1", failed, again)
+	}
+}
+
+// slowVersions is an outbox whose first reads of an entity's delivered version are slow (a
+// Redis stalled by an fsync), then fast.
+type slowVersions struct {
+	*fakeOutbox
+	slow  atomic.Int32
+	delay time.Duration
+}
+
+func (s *slowVersions) DeliveredVersion(ctx context.Context, namespace, entity string) (int64, bool, error) {
+	if s.slow.Add(-1) >= 0 {
+		time.Sleep(s.delay)
+	}
+	return s.fakeOutbox.DeliveredVersion(ctx, namespace, entity)
+}
+
+// Events of entities read their entity's delivered version after their start was taken: when
+// those reads are slow for a while and then fast, the attempts held up by them and those that
+// follow still keep to the rate.
+func TestRateLimitHoldsWhenEntityChecksAreSlow(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, ok)
+	cfg := testConfig(t, up.URL)
+	cfg.Workers = 16
+	cfg.Rate = Rate{Starts: 20, Per: time.Second}
+	out := &slowVersions{fakeOutbox: newFakeOutbox(), delay: 500 * time.Millisecond}
+	out.slow.Store(10)
+	const events = 40
+	for i := range events {
+		ev := testEvent(fmt.Sprintf("evt_%02d", i), "{}")
+		ev.Entity, ev.Version = fmt.Sprintf("cus_%02d", i), 1
+		out.add(ev)
+	}
+	startDelivererWithLogger(t, out, cfg, nil)
+
+	waitFor(t, 30*time.Second, "all delivered", func() bool { return out.count(testNamespace, dedupe.Delivered) == events })
+	got := up.received()
+	busiest := busiestWindow(got, time.Second)
+	t.Logf("%d events of entities delivered; busiest second held %d attempts", len(got), busiest)
+	if busiest > 21 {
+		t.Errorf("a one-second window held %d attempts, want at most 21 under rate 20/s", busiest)
+	}
+	if len(got) != events {
+		t.Errorf("upstream got %d requests for %d events", len(got), events)
 	}
 }
