@@ -301,3 +301,44 @@ func TestRateLimitHoldsWhenEntityChecksAreSlow(t *testing.T) {
 		t.Errorf("upstream got %d requests for %d events", len(got), events)
 	}
 }
+
+// slowStarts is an outbox that keeps the rate limit in a store answering after a delay (a
+// Redis across a network, or fsyncing every write).
+type slowStarts struct {
+	*fakeOutbox
+	local localStarts
+	delay time.Duration
+}
+
+func (s *slowStarts) TakeStart(ctx context.Context, ns string, interval time.Duration) (time.Duration, error) {
+	wait, err := s.local.TakeStart(ctx, ns, interval)
+	time.Sleep(s.delay)
+	return wait, err
+}
+
+// A rate store that answers more slowly than the rate's interval (20 ms at 100/s) still lets
+// the events go, within the rate: a start is not thrown away for arriving after its interval.
+func TestRateLimitOnAStoreSlowerThanTheIntervalStillDelivers(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, ok)
+	cfg := testConfig(t, up.URL)
+	cfg.Workers = 16
+	cfg.Rate = Rate{Starts: 100, Per: time.Second}
+	out := &slowStarts{fakeOutbox: newFakeOutbox(), delay: 20 * time.Millisecond}
+	const events = 150
+	for i := range events {
+		out.add(testEvent(fmt.Sprintf("evt_%03d", i), "{}"))
+	}
+	startDelivererWithLogger(t, out, cfg, nil)
+
+	waitFor(t, 30*time.Second, "all delivered", func() bool { return out.count(testNamespace, dedupe.Delivered) == events })
+	got := up.received()
+	busiest := busiestWindow(got, time.Second)
+	t.Logf("%d events delivered; busiest second held %d attempts", len(got), busiest)
+	if busiest > 101 {
+		t.Errorf("a one-second window held %d attempts, want at most 101 under rate 100/s", busiest)
+	}
+	if len(got) != events {
+		t.Errorf("upstream got %d requests for %d events", len(got), events)
+	}
+}
