@@ -3,6 +3,7 @@ package deliver
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,6 +58,9 @@ func (r Rate) String() string {
 func (r Rate) Drain(backlog int) time.Duration {
 	if r.Starts == 0 {
 		return 0
+	}
+	if backlog > int(math.MaxInt64/r.interval()) {
+		return math.MaxInt64 // 292 years: more than a Duration holds, not a negative one
 	}
 	return time.Duration(backlog) * r.interval()
 }

@@ -143,6 +143,9 @@ func TestRateDrain(t *testing.T) {
 	if got := (Rate{Starts: 30, Per: time.Minute}).Drain(45); got != 90*time.Second {
 		t.Errorf("45 events at 30/m drain in %v, want 1m30s", got)
 	}
+	if got := (Rate{Starts: 1, Per: time.Minute}).Drain(200_000_000); got <= 0 {
+		t.Errorf("200 million events at 1/m drain in %v, want a positive (saturated) time", got)
+	}
 	if got := (Rate{}).Drain(1000); got != 0 {
 		t.Errorf("no rate drains in %v, want 0 (unknown)", got)
 	}
