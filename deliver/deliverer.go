@@ -80,6 +80,10 @@ type Deliverer struct {
 	// was taken (zero: none), rateNext when this node's next start may be free.
 	starts             dedupe.StartLimiter
 	permitAt, rateNext time.Time
+	// permitUsed is when the start dispatch used last was taken, for the event it started.
+	permitUsed time.Time
+	// rateFailing says the last start could not be taken (logged once until one is).
+	rateFailing bool
 	// heldBytes is the size of the bodies of the events leased ahead and being sent, at most
 	// maxHeld but for one event (heldbytes.go); bodyEstimate is how large the next Lease's
 	// events are expected to be (0 until a Lease brought one).

@@ -85,10 +85,11 @@ func (d *Deliverer) dispatch(now time.Time) {
 		if ev.Entity != "" {
 			d.entitiesInWork[ev.Entity] = true
 		}
+		permit := d.permitUsed
 		go func() {
 			defer d.attempts.Done()
 			defer d.recorded(ev.Entity)
-			slot := &upstreamSlot{d: d, ev: ev, held: true, since: now}
+			slot := &upstreamSlot{d: d, ev: ev, held: true, since: now, permit: permit}
 			defer slot.release()
 			d.process(s, ev, next.until, slot)
 		}()
@@ -105,8 +106,8 @@ type upstreamSlot struct {
 	d    *Deliverer
 	ev   *dedupe.Event
 	held bool
-	// since is when the event started.
-	since time.Time
+	// since is when the event started; permit when the start it used was taken (ratelimit.go).
+	since, permit time.Time
 }
 
 func (s *upstreamSlot) release() {

@@ -3,6 +3,7 @@ package deliver
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,6 +59,9 @@ func (r Rate) Drain(backlog int) time.Duration {
 	if r.Starts == 0 {
 		return 0
 	}
+	if backlog > int(math.MaxInt64/r.interval()) {
+		return math.MaxInt64 // 292 years: more than a Duration holds, not a negative one
+	}
 	return time.Duration(backlog) * r.interval()
 }
 
@@ -99,6 +103,28 @@ func (l *localStarts) TakeStart(_ context.Context, _ string, interval time.Durat
 	return 0, nil
 }
 
+// storeRoundTrip is how long after asking a store shared by the nodes (Redis) for a start the
+// start may still be used, at least: room for its answer (an fsync with appendfsync always, a
+// network), which the interval alone leaves none of at a fast rate.
+const storeRoundTrip = 100 * time.Millisecond
+
+// startTiming is how long after asking for it a start may be used, and how far apart the
+// limiter spaces the starts for rate r. The bound holds for any use: starts spaced
+// (Per+use)/(N+1) apart in the limiter's clock, each used within use of it, put at most N+1
+// in any window of Per. A start used as late as use must then be spaced a little more than
+// Per/N: a limiter in this process answers at once, so there use is the interval and the
+// spacing Per/N exactly. Rounded up to the microsecond the store keeps.
+func (d *Deliverer) startTiming(r Rate) (use, spacing time.Duration) {
+	use = r.interval()
+	if _, local := d.starts.(*localStarts); !local {
+		use = max(use, storeRoundTrip)
+	}
+	n := time.Duration(r.Starts)
+	spacing = (r.Per + use + n) / (n + 1) // ceiling
+	spacing = (spacing + time.Microsecond - 1).Truncate(time.Microsecond)
+	return use, spacing
+}
+
 // startsOf is where out keeps the route's rate limit: in the store, shared by every node, when
 // it keeps one, else in this process.
 func startsOf(out dedupe.Outbox) dedupe.StartLimiter {
@@ -127,23 +153,31 @@ func (d *Deliverer) takeStart(ctx context.Context) time.Duration {
 	starts := d.starts
 	d.mu.Unlock()
 
-	wait, err := starts.TakeStart(ctx, d.namespace, rate.interval())
+	_, spacing := d.startTiming(rate)
+	wait, err := starts.TakeStart(ctx, d.namespace, spacing)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch {
-	case err != nil:
-		d.logger.Warn("taking a start of the delivery rate failed; retrying", zap.Error(err))
+	if err != nil {
+		if !d.rateFailing { // logged when it fails and when it works again, not at every retry
+			d.logger.Warn("taking a start of the delivery rate failed; retrying", zap.Error(err))
+			d.rateFailing = true
+		}
 		d.rateNext = asked.Add(pollInterval)
 		return pollInterval
-	case wait > 0:
+	}
+	if d.rateFailing {
+		d.logger.Info("taking a start of the delivery rate works again")
+		d.rateFailing = false
+	}
+	if wait > 0 {
 		d.rateNext = asked.Add(wait)
 		return wait
 	}
 	// Timed from before the store took it: an attempt starts later than that by the permit's
-	// age at most, which stays under the interval (see permitValid).
+	// age at most, which stays under use (see startTiming).
 	d.permitAt = asked
-	d.rateNext = asked.Add(rate.interval())
-	return rate.interval()
+	d.rateNext = asked.Add(spacing)
+	return spacing
 }
 
 // waitsForRate says whether an event leased ahead could start now if the rate let it, and no
@@ -157,12 +191,12 @@ func (d *Deliverer) waitsForRate(now time.Time) bool {
 	return free > 0 && d.attempting+d.recording < 2*s.cfg.Workers
 }
 
-// permitValid says whether the start taken last may still be used (d.mu held): within one
-// interval of asking for it. Starts are taken an interval apart and each attempt starts less
-// than an interval after its own, so no window of Per holds more than Starts+1 attempts. A
-// store slower to answer than the interval (a Redis fsync under load) wastes the start.
+// permitValid says whether the start taken last may still be used (d.mu held): within use of
+// asking for it (see startTiming). A store slower to answer than that (a Redis fsync stalled
+// past 100 ms) wastes the start.
 func (d *Deliverer) permitValid(now time.Time) bool {
-	return !d.permitAt.IsZero() && now.Sub(d.permitAt) < d.current.cfg.Rate.interval()
+	use, _ := d.startTiming(d.current.cfg.Rate)
+	return !d.permitAt.IsZero() && now.Sub(d.permitAt) < use
 }
 
 // usePermit says whether an attempt may start now as far as the rate goes, using up the start
@@ -172,6 +206,7 @@ func (d *Deliverer) usePermit(now time.Time) bool {
 		return true
 	}
 	valid := d.permitValid(now)
+	d.permitUsed = d.permitAt
 	d.permitAt = time.Time{}
 	if !valid && !now.Before(d.rateNext) {
 		d.Notify() // the loop takes a start now, not at its next poll
@@ -197,4 +232,41 @@ func (d *Deliverer) rateRoom(now time.Time, n int) int {
 	}
 	fit := max(int(usable/2/rate.interval()), 1)
 	return max(min(n, fit-len(d.ready)), 0)
+}
+
+// startAgainIfLapsed takes a new start, waiting for the rate, for an event whose start lapsed
+// while its entity's delivered version was read (a slow store): sent late on the old start, it
+// would crowd the window of the starts taken since. It says whether the event may be sent now;
+// if no start comes before the event must start (until), it comes due again after its lease.
+func (d *Deliverer) startAgainIfLapsed(s *settings, slot *upstreamSlot, until time.Time, logger *zap.Logger) bool {
+	rate := s.cfg.Rate
+	if !rate.limited() {
+		return true
+	}
+	use, spacing := d.startTiming(rate)
+	if time.Since(slot.permit) < use {
+		return true
+	}
+	for {
+		asked := time.Now()
+		if until.Sub(asked) < s.cfg.Timeout+startMargin {
+			logger.Info("event waited too long for a start of the delivery rate; it comes due again after its lease")
+			return false
+		}
+		wait, err := d.starts.TakeStart(d.attemptsCtx, d.namespace, spacing)
+		switch {
+		case err != nil:
+			logger.Warn("taking a start of the delivery rate failed; the event comes due again after its lease", zap.Error(err))
+			return false
+		case wait == 0 && time.Since(asked) < use:
+			return true
+		case wait == 0:
+			continue // taken too slowly to use: see permitValid
+		}
+		select {
+		case <-d.attemptsCtx.Done():
+			return false
+		case <-time.After(wait):
+		}
+	}
 }

@@ -1,12 +1,19 @@
 package deliver
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/hookgate/hookgate/dedupe"
 )
@@ -136,6 +143,9 @@ func TestRateDrain(t *testing.T) {
 	if got := (Rate{Starts: 30, Per: time.Minute}).Drain(45); got != 90*time.Second {
 		t.Errorf("45 events at 30/m drain in %v, want 1m30s", got)
 	}
+	if got := (Rate{Starts: 1, Per: time.Minute}).Drain(200_000_000); got <= 0 {
+		t.Errorf("200 million events at 1/m drain in %v, want a positive (saturated) time", got)
+	}
 	if got := (Rate{}).Drain(1000); got != 0 {
 		t.Errorf("no rate drains in %v, want 0 (unknown)", got)
 	}
@@ -195,5 +205,143 @@ func TestRateLimitRaisedByAReloadAppliesAtOnce(t *testing.T) {
 	})
 	if n := up.count(); n != events {
 		t.Errorf("upstream got %d requests for %d events", n, events)
+	}
+}
+
+// failingStarts is an outbox whose shared rate limit fails its first calls (a Redis that is
+// down or refuses the script), then works.
+type failingStarts struct {
+	*fakeOutbox
+	mu       sync.Mutex
+	failures int
+	local    localStarts
+}
+
+func (f *failingStarts) TakeStart(ctx context.Context, ns string, interval time.Duration) (time.Duration, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failures > 0 {
+		f.failures--
+		return 0, errors.New("rate store unavailable")
+	}
+	return f.local.TakeStart(ctx, ns, interval)
+}
+
+func (f *failingStarts) failing() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.failures
+}
+
+// A rate limit whose store fails is logged when it fails and when it works again, not at every
+// retry, and the events then go.
+func TestRateLimitStoreFailingIsLoggedOnceUntilItWorks(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, ok)
+	cfg := testConfig(t, up.URL)
+	cfg.Rate = Rate{Starts: 20, Per: time.Second}
+	out := &failingStarts{fakeOutbox: newFakeOutbox(), failures: 4}
+	const events = 5
+	for i := range events {
+		out.add(testEvent(fmt.Sprintf("evt_%02d", i), "{}"))
+	}
+	core, logs := observer.New(zap.InfoLevel)
+	startDelivererWithLogger(t, out, cfg, zap.New(core))
+
+	waitFor(t, 30*time.Second, "all delivered", func() bool { return out.count(testNamespace, dedupe.Delivered) == events })
+	if n := out.failing(); n != 0 {
+		t.Fatalf("%d failures of the rate store left unused", n)
+	}
+	failed := logs.FilterMessageSnippet("taking a start of the delivery rate failed").Len()
+	again := logs.FilterMessageSnippet("taking a start of the delivery rate works again").Len()
+	if failed != 1 || again != 1 {
+		t.Errorf("4 failures in a row of the rate store logged %d failures and %d recoveries, want 1 and 1", failed, again)
+	}
+}
+
+// slowVersions is an outbox whose first reads of an entity's delivered version are slow (a
+// Redis stalled by an fsync), then fast.
+type slowVersions struct {
+	*fakeOutbox
+	slow  atomic.Int32
+	delay time.Duration
+}
+
+func (s *slowVersions) DeliveredVersion(ctx context.Context, namespace, entity string) (int64, bool, error) {
+	if s.slow.Add(-1) >= 0 {
+		time.Sleep(s.delay)
+	}
+	return s.fakeOutbox.DeliveredVersion(ctx, namespace, entity)
+}
+
+// Events of entities read their entity's delivered version after their start was taken: when
+// those reads are slow for a while and then fast, the attempts held up by them and those that
+// follow still keep to the rate.
+func TestRateLimitHoldsWhenEntityChecksAreSlow(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, ok)
+	cfg := testConfig(t, up.URL)
+	cfg.Workers = 16
+	cfg.Rate = Rate{Starts: 20, Per: time.Second}
+	out := &slowVersions{fakeOutbox: newFakeOutbox(), delay: 500 * time.Millisecond}
+	out.slow.Store(10)
+	const events = 40
+	for i := range events {
+		ev := testEvent(fmt.Sprintf("evt_%02d", i), "{}")
+		ev.Entity, ev.Version = fmt.Sprintf("cus_%02d", i), 1
+		out.add(ev)
+	}
+	startDelivererWithLogger(t, out, cfg, nil)
+
+	waitFor(t, 30*time.Second, "all delivered", func() bool { return out.count(testNamespace, dedupe.Delivered) == events })
+	got := up.received()
+	busiest := busiestWindow(got, time.Second)
+	t.Logf("%d events of entities delivered; busiest second held %d attempts", len(got), busiest)
+	if busiest > 21 {
+		t.Errorf("a one-second window held %d attempts, want at most 21 under rate 20/s", busiest)
+	}
+	if len(got) != events {
+		t.Errorf("upstream got %d requests for %d events", len(got), events)
+	}
+}
+
+// slowStarts is an outbox that keeps the rate limit in a store answering after a delay (a
+// Redis across a network, or fsyncing every write).
+type slowStarts struct {
+	*fakeOutbox
+	local localStarts
+	delay time.Duration
+}
+
+func (s *slowStarts) TakeStart(ctx context.Context, ns string, interval time.Duration) (time.Duration, error) {
+	wait, err := s.local.TakeStart(ctx, ns, interval)
+	time.Sleep(s.delay)
+	return wait, err
+}
+
+// A rate store that answers more slowly than the rate's interval (20 ms at 100/s) still lets
+// the events go, within the rate: a start is not thrown away for arriving after its interval.
+func TestRateLimitOnAStoreSlowerThanTheIntervalStillDelivers(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, ok)
+	cfg := testConfig(t, up.URL)
+	cfg.Workers = 16
+	cfg.Rate = Rate{Starts: 100, Per: time.Second}
+	out := &slowStarts{fakeOutbox: newFakeOutbox(), delay: 20 * time.Millisecond}
+	const events = 150
+	for i := range events {
+		out.add(testEvent(fmt.Sprintf("evt_%03d", i), "{}"))
+	}
+	startDelivererWithLogger(t, out, cfg, nil)
+
+	waitFor(t, 30*time.Second, "all delivered", func() bool { return out.count(testNamespace, dedupe.Delivered) == events })
+	got := up.received()
+	busiest := busiestWindow(got, time.Second)
+	t.Logf("%d events delivered; busiest second held %d attempts", len(got), busiest)
+	if busiest > 101 {
+		t.Errorf("a one-second window held %d attempts, want at most 101 under rate 100/s", busiest)
+	}
+	if len(got) != events {
+		t.Errorf("upstream got %d requests for %d events", len(got), events)
 	}
 }

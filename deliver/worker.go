@@ -27,7 +27,7 @@ const (
 // the outcome is recorded.
 func (d *Deliverer) process(s *settings, ev *dedupe.Event, until time.Time, slot *upstreamSlot) {
 	logger := d.logger.WithLazy(zap.String("event_id", ev.ID)) // encoded only if something is logged
-	if ev.Entity != "" && d.supersedeIfOutdated(s, ev, until, slot, logger) {
+	if ev.Entity != "" && (d.supersedeIfOutdated(s, ev, until, slot, logger) || !d.startAgainIfLapsed(s, slot, until, logger)) {
 		return
 	}
 	result := attempt(d.attemptsCtx, s.client, s.cfg, ev, ev.Attempts+1)

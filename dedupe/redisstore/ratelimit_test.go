@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -28,6 +29,35 @@ func TestTakeStartIsSharedByNodes(t *testing.T) {
 	}
 	time.Sleep(wait) // the wait the limiter named, not a guess
 	if again, err := b.TakeStart(ctx, "ns", interval); err != nil || again != 0 {
+		t.Errorf("after waiting %v: wait %v, %v; want the start taken", wait, again, err)
+	}
+}
+
+// A last start recorded ahead of Redis's clock (a failover to a replica whose clock is behind,
+// or a clock stepped back) holds the route up for one interval at most, not until that clock
+// catches up.
+func TestTakeStartAfterRedisClockWentBackWaitsAnIntervalAtMost(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	const interval = 300 * time.Millisecond
+	tag, err := s.tag("ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ahead := time.Now().Add(time.Hour).UnixMicro()
+	if err := s.client.Set(ctx, tag+"r", strconv.FormatInt(ahead, 10), time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	wait, err := s.TakeStart(ctx, "ns", interval)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wait > interval {
+		t.Fatalf("a start recorded an hour ahead of Redis's clock: wait %v, want at most %v", wait, interval)
+	}
+	time.Sleep(wait) // the wait the limiter named
+	if again, err := s.TakeStart(ctx, "ns", interval); err != nil || again != 0 {
 		t.Errorf("after waiting %v: wait %v, %v; want the start taken", wait, again, err)
 	}
 }
