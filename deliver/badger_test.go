@@ -90,7 +90,7 @@ func acceptConcurrently(t *testing.T, store dedupe.Outbox, n int) {
 
 // The deliverer drops an event's body and headers once its attempt ends; the store keeps them.
 // A retry, and a dead letter's replay, are leased again from Badger or Redis and sent as the
-// first attempt was: same body, same headers.
+// first attempt was: same body, same headers, signed over the same.
 func TestRetryAndReplaySendTheBodyAndHeadersAgain(t *testing.T) {
 	stores := map[string]func(t *testing.T) dedupe.Outbox{
 		"badger": func(t *testing.T) dedupe.Outbox {
@@ -134,7 +134,12 @@ func retryAndReplay(t *testing.T, store dedupe.Outbox) {
 	if _, err := store.Accept(context.Background(), dedupe.Claim{Namespace: testNamespace}, ev, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	d := startDelivererWithLogger(t, store, testConfig(t, up.URL), zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)))
+	cfg := testConfig(t, up.URL)
+	cfg.Sign = func(req *http.Request, ev *dedupe.Event) error { // as resign, which signs the event's body
+		req.Header.Set("X-Signed", fmt.Sprintf("%s %s", ev.Header.Get("X-Provider-Signature"), ev.Body))
+		return nil
+	}
+	d := startDelivererWithLogger(t, store, cfg, zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)))
 	waitFor(t, 10*time.Second, "the event dead-lettered", func() bool {
 		dead, err := store.List(context.Background(), testNamespace, dedupe.Dead, dedupe.Cursor{}, 1)
 		return err == nil && len(dead) == 1 && d.Status().InFlight == 0
@@ -147,6 +152,9 @@ func retryAndReplay(t *testing.T, store dedupe.Outbox) {
 	for i, r := range up.received() {
 		if string(r.Body) != `{"amount":42}` || r.Header.Get("X-Provider-Signature") != "v1,abc" || r.Header.Get("Content-Type") != "application/json" {
 			t.Errorf("attempt %d sent body %q, headers %v; want the accepted body and headers", i+1, r.Body, r.Header)
+		}
+		if got, want := r.Header.Get("X-Signed"), `v1,abc {"amount":42}`; got != want {
+			t.Errorf("attempt %d was signed over %q, want %q", i+1, got, want)
 		}
 	}
 	if n := d.Status().HeldBytes; n != 0 {
