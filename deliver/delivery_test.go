@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,6 +105,35 @@ func TestAddsNoUserAgentOrAcceptEncodingOfItsOwn(t *testing.T) {
 	h := up.received()[0].Header
 	if h.Get("User-Agent") != "" || h.Get("Accept-Encoding") != "" {
 		t.Errorf("upstream got User-Agent %q, Accept-Encoding %q; the provider sent neither", h.Get("User-Agent"), h.Get("Accept-Encoding"))
+	}
+}
+
+// The upstream's answers are read, not only closed, so one kept-alive connection carries the
+// attempts one after another, rather than a new connection (and TLS handshake) for each.
+func TestAnswersAreReadSoTheConnectionIsReused(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	conns := make(map[string]bool)
+	up := newUpstream(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		conns[r.RemoteAddr] = true
+		mu.Unlock()
+		_, _ = w.Write(bytes.Repeat([]byte("a"), 4<<10)) // an answer with a body the deliverer ignores
+	})
+	cfg := testConfig(t, up.URL)
+	cfg.Workers = 1
+	out := newFakeOutbox()
+	const events = 10
+	for i := range events {
+		out.add(testEvent("evt_"+strconv.Itoa(i), "{}"))
+	}
+	startDeliverer(t, out, cfg)
+	waitFor(t, 10*time.Second, "every event delivered", func() bool { return out.count(testNamespace, dedupe.Delivered) == events })
+	mu.Lock()
+	defer mu.Unlock()
+	// One, or two when an attempt starts before the last answer's connection is back in the pool.
+	if len(conns) > 2 {
+		t.Errorf("%d attempts, one at a time, used %d connections, want one kept alive", events, len(conns))
 	}
 }
 

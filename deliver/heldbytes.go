@@ -19,9 +19,9 @@ func heldSize(ev *dedupe.Event) int64 { return int64(len(ev.Body)) }
 // room for (d.mu held), assuming each new event is as large as the largest of the last Lease
 // (dedupe.MaxPayload until a Lease brought one; the estimate halves with each Lease of smaller
 // events, so one large event does not slow the leases of small ones for long). A Lease is
-// not given a size, so this is a forecast: a batch that brings several events larger than
-// the last one's may pass the bound by their difference. When nothing is held, at least one
-// event is leased, whatever its size.
+// not given a size, so this is a forecast: a batch of events larger than the last one's may
+// pass the bound, by at most what one Lease hands out (both stores stop at 16 MiB of bodies).
+// When nothing is held, at least one event is leased, whatever its size.
 func (d *Deliverer) withinHeldBytes(n int) int {
 	if n == 0 {
 		return 0

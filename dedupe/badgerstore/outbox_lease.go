@@ -61,11 +61,12 @@ func (b *Store) lease(ctx context.Context, namespace string, now time.Time, n in
 		return nil, nil
 	}
 	var out []*dedupe.Event
+	bodies := 0
 	for round := range leaseRounds {
-		if len(out) == n || (round > 0 && ctx.Err() != nil) {
+		if len(out) == n || bodies >= leaseBytes || (round > 0 && ctx.Err() != nil) {
 			break
 		}
-		evs, cut, err := b.leaseRound(ctx, namespace, prefix, now, n-len(out), now.Add(lease))
+		evs, cut, err := b.leaseRound(ctx, namespace, prefix, now, n-len(out), leaseBytes-bodies, now.Add(lease))
 		if err != nil {
 			if len(out) > 0 {
 				break
@@ -73,6 +74,9 @@ func (b *Store) lease(ctx context.Context, namespace string, now time.Time, n in
 			return nil, err
 		}
 		out = append(out, evs...)
+		for _, ev := range evs {
+			bodies += len(ev.Body)
+		}
 		if !cut {
 			break
 		}
@@ -80,11 +84,12 @@ func (b *Store) lease(ctx context.Context, namespace string, now time.Time, n in
 	return out, nil
 }
 
-// leaseRound leases up to n events due at or before now until then: those it finds in one
+// leaseRound leases up to n events due at or before now until then, stopping once their bodies
+// reach maxBodies (the first always goes): those it finds in one
 // bounded scan of the due index (scanDue) and those whose lease lapsed, earliest due first. It
 // deletes the stale entries the scan walked past. cut says the scan stopped at its bounds, with
 // entries due at now still beyond.
-func (b *Store) leaseRound(ctx context.Context, namespace string, prefix []byte, now time.Time, n int, until time.Time) (out []*dedupe.Event, cut bool, err error) {
+func (b *Store) leaseRound(ctx context.Context, namespace string, prefix []byte, now time.Time, n, maxBodies int, until time.Time) (out []*dedupe.Event, cut bool, err error) {
 	from := b.floors.start(namespace, b.clock())
 	seq := b.leases.beginScan(namespace)
 	var floor string // where the next scan starts: unchanged unless this one succeeds
@@ -102,7 +107,7 @@ func (b *Store) leaseRound(ctx context.Context, namespace string, prefix []byte,
 		if scan, err = scanDue(txn, namespace, prefix, from, sortNanos(now), n, clock, held); err != nil {
 			return err
 		}
-		picks, err = pickDue(txn, namespace, scan.due, lapsed, n, clock)
+		picks, err = pickDue(txn, namespace, scan.due, lapsed, n, maxBodies, clock)
 		return err
 	})
 	if err != nil {
@@ -147,10 +152,11 @@ type leasePick struct {
 }
 
 // pickDue merges the events the scan found due with the lapsed leases, both earliest first, into
-// up to n picks, and reads their records and payloads.
-func pickDue(txn *badger.Txn, namespace string, due []dueEvent, lapsed []lapsedLease, n int, clock time.Time) ([]leasePick, error) {
+// up to n picks, and reads their records and payloads, until these hold maxBodies of bodies.
+func pickDue(txn *badger.Txn, namespace string, due []dueEvent, lapsed []lapsedLease, n, maxBodies int, clock time.Time) ([]leasePick, error) {
 	var picks []leasePick
-	for len(picks) < n && (len(due) > 0 || len(lapsed) > 0) {
+	bodies := 0
+	for len(picks) < n && bodies < maxBodies && (len(due) > 0 || len(lapsed) > 0) {
 		var p leasePick
 		if len(lapsed) == 0 || (len(due) > 0 && dueFirst(due[0], lapsed[0])) {
 			p = leasePick{keys: due[0].keys, fromScan: true, rec: due[0].rec}
@@ -175,6 +181,7 @@ func pickDue(txn *badger.Txn, namespace string, due []dueEvent, lapsed []lapsedL
 			if p.payload, err = getPayload(txn, p.keys.payload); err != nil {
 				return nil, err
 			}
+			bodies += len(p.payload.body)
 		}
 		picks = append(picks, p)
 	}

@@ -118,3 +118,29 @@ func concurrently(t testing.TB, n int, do func(i int) error) {
 		t.Fatal(err)
 	}
 }
+
+// A Lease reads every body it hands out into memory, and its caller guesses their size from the
+// last ones: one Lease asked for 12 events of 2 MiB, after small ones, hands out 16 MiB of bodies
+// (the first always goes, and the one that reaches the bound), not 24; the next Lease the rest.
+func TestLeaseHandsOutAtMost16MiBOfBodies(t *testing.T) {
+	b := openTest(t)
+	const events, size = 12, 2 << 20
+	for i := range events {
+		ev := queued(fmt.Sprintf("large-%02d", i), base)
+		ev.Body = make([]byte, size)
+		enqueue(t, b, ev)
+	}
+	first := lease(t, b, base, events, time.Hour)
+	bodies := 0
+	for _, ev := range first {
+		bodies += len(ev.Body)
+	}
+	if len(first) != leaseBytes/size {
+		t.Errorf("one Lease of %d events of %d MiB handed out %d (%d MiB of bodies), want %d (%d MiB)",
+			events, size>>20, len(first), bodies>>20, leaseBytes/size, leaseBytes>>20)
+	}
+	rest := lease(t, b, base, events, time.Hour)
+	if len(first)+len(rest) != events {
+		t.Errorf("two Leases handed out %d and %d of %d events", len(first), len(rest), events)
+	}
+}

@@ -29,6 +29,12 @@ const (
 	txnBytes     = 160 << 10
 )
 
+// leaseBytes bounds the bodies one Lease reads into memory and hands out, as the Redis store's
+// does: it stops once they reach it (the first event always goes). The deliverer sizes a Lease
+// on the bodies of the last one (deliver/heldbytes.go), so after small events a Lease of large
+// ones would otherwise bring up to leaseEvents × leaseRounds of them at once.
+const leaseBytes = 16 << 20
+
 // entryOverhead is what Badger adds to an entry's key and value when it sizes a transaction:
 // two meta bytes and ten for the version (txn.go, checkSize).
 const entryOverhead = 12
