@@ -265,3 +265,64 @@ func TestMonitorHandsOnTheWholeBodyWhereverHookgateStopped(t *testing.T) {
 			app.header.Get("Hookgate-Verified"), w.Header().Get("Retry-After"), w.Header().Get("Content-Type"))
 	}
 }
+
+// A body hookgate read before it would have refused the request is held, under monitor, until
+// the app has taken it: that copy counts in the server's body_budget like any body a route holds,
+// so forged requests to a slow app cannot hold bodies past the budget. A request whose copy the
+// budget cannot hold is counted busy and handed on unread.
+func TestMonitorCountsTheBodyItHandsOnInTheBodyBudget(t *testing.T) {
+	var reserved int64
+	app := &appEcho{}
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		reserved = bufferedBodies.used.Load()
+		return app.ServeHTTP(w, r)
+	})
+	f := newRequestPathFixture(t, false, next)
+	f.h.Monitor = true
+	f.h.monitored = &monitorCounts{outcomes: map[string]int64{}, reasons: map[string]int64{}}
+	serve := func(header http.Header, body []byte) {
+		t.Helper()
+		if err := f.h.ServeHTTP(&discardWriter{header: make(http.Header)}, f.signedRequest(header, body), next); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(app.body, body) {
+			t.Fatalf("the app got %d of %d bytes, want the body whole", len(app.body), len(body))
+		}
+	}
+
+	header, body := f.signed(t, "evt_mon_budget", 'b', 100000)
+	header.Set("Webhook-Signature", "v1,"+strings.Repeat("A", 43)+"=") // read, then refused: forged
+	serve(header, body)
+	if reserved < int64(len(body)) {
+		t.Errorf("%d bytes of the body budget reserved while the app takes a %d-byte body hookgate read and keeps", reserved, len(body))
+	}
+	if f.h.monitored.outcomes["rejected"] != 1 {
+		t.Fatalf("outcomes %v, want the forgery rejected", f.h.monitored.outcomes)
+	}
+
+	header, body = f.signed(t, "evt_mon_budget_full", 'f', 100000)
+	f.h.app.bodyBudget = pooledSize(int64(len(body))) // room for the route's read of it, not for the copy too
+	serve(header, body)
+	if f.h.monitored.outcomes["busy"] != 1 || f.h.monitored.reasons[reasonBodyBudget] != 1 {
+		t.Errorf("outcomes %v, reasons %v: want the request the budget cannot hold twice busy, body_budget", f.h.monitored.outcomes, f.h.monitored.reasons)
+	}
+	if used := bufferedBodies.used.Load(); used != 0 {
+		t.Errorf("%d bytes of the body budget still reserved once the requests are over", used)
+	}
+}
+
+// A monitored route holds a body twice while it reads it (its own read, and the copy it hands on):
+// a max_body the body budget cannot hold twice is refused when the config loads, as it would be
+// busy for ever.
+func TestMonitorMaxBodyTheBudgetCannotHoldTwiceIsRefused(t *testing.T) {
+	err := validateCaddyfile(t, budgetConfig("8KiB", "monitorbudget", unusedUpstream, "monitor")) // max_body 4KiB
+	if err == nil || !strings.Contains(err.Error(), "the copy monitor keeps") || !strings.Contains(err.Error(), "body_budget 8.0 KiB") {
+		t.Fatalf("monitor with max_body 4KiB in a budget of 8KiB: %v, want it refused", err)
+	}
+	if err := validateCaddyfile(t, budgetConfig("8KiB", "enforcebudget", unusedUpstream)); err != nil {
+		t.Fatalf("max_body 4KiB in a budget of 8KiB, enforced: %v", err)
+	}
+	if err := validateCaddyfile(t, budgetConfig("9KiB", "monitorbudget", unusedUpstream, "monitor")); err != nil {
+		t.Fatalf("monitor with max_body 4KiB in a budget of 9KiB: %v", err)
+	}
+}
