@@ -35,11 +35,18 @@ func (h *Handler) mode() string {
 }
 
 // checkMonitor refuses monitor on an async route: there hookgate answers the provider itself
-// and delivers later, so there is no app behind it to hand each request on to.
+// and delivers later, so there is no app behind it to hand each request on to. It refuses it
+// with sign_upstream too: the app would check the gateway's signature, which only the requests
+// hookgate would accept carry, and refuse the rest.
 func (h *Handler) checkMonitor() error {
-	if h.Monitor && h.Forward != nil {
+	switch {
+	case h.Monitor && h.Forward != nil:
 		return errors.New("hookgate: monitor and forward cannot be used together: monitor hands every request on to the next handler as it came, " +
 			"while forward answers the provider itself and delivers later; monitor a sync route (without forward), then enforce it")
+	case h.Monitor && h.SignUpstream != "":
+		return errors.New("hookgate: monitor and sign_upstream cannot be used together: monitor hands on, unsigned by the gateway, the requests " +
+			"hookgate would not accept (duplicates, ignored events, any while the ledger is down), which an app checking the gateway's signature refuses; " +
+			"monitor while the app checks the provider's signature, enforce, then add sign_upstream")
 	}
 	return nil
 }

@@ -207,6 +207,21 @@ func TestMonitorWithForwardIsRefused(t *testing.T) {
 	}
 }
 
+// sign_upstream has the app check the gateway's signature, which monitor adds only to the requests
+// hookgate would accept: the app would refuse the rest (a provider's retry of an event it took,
+// one the only lines leave out, any while the ledger is down), which monitor must never cause.
+// Together they are refused when the config loads.
+func TestMonitorWithSignUpstreamIsRefused(t *testing.T) {
+	const gateway = "whsec_Z2F0ZXdheS1zaWduYXR1cmUtc2VjcmV0LWZvci10ZXN0cw=="
+	err := validateCaddyfile(t, presetGatewayConfig("stripe", "monitorsigned", unusedUpstream, "monitor", "sign_upstream "+gateway))
+	if err == nil || !strings.Contains(err.Error(), "monitor and sign_upstream cannot be used together") || strings.Contains(err.Error(), gateway) {
+		t.Fatalf("monitor with sign_upstream: %v, want it refused, without the secret", err)
+	}
+	if err := validateCaddyfile(t, presetGatewayConfig("stripe", "signed", unusedUpstream, "sign_upstream "+gateway)); err != nil {
+		t.Fatalf("sign_upstream on an enforced sync route: %v", err)
+	}
+}
+
 // failingClaims is a ledger that cannot be reached.
 type failingClaims struct{ instantStore }
 
