@@ -54,8 +54,13 @@ func (h *Handler) checkMonitor() error {
 // monitor runs the request's story with hookgate's own answers held back, then hands on, as it
 // came, a request the story did not hand on itself.
 func (h *Handler) monitor(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	stripHookgateHeaders(r.Header) // ours, as in enforce mode: a client never sets them
-	received := r.Header.Clone()   // sign_upstream may add to them before the ledger answers
+	// Ours, as in enforce mode: a client never sets them, in its headers or in the trailers of a
+	// body the story may not read to its end (ownheaders.go).
+	stripHookgateHeaders(r.Header)
+	if r.Trailer != nil && r.Body != nil {
+		r.Body = &trailerStripper{ReadCloser: r.Body, trailer: r.Trailer}
+	}
+	received := r.Header.Clone() // the story may add to them before the ledger answers
 	out := newOutcome(&unsent{header: make(http.Header)}, r)
 	defer h.monitored.add(out)
 	body, ok := h.keepBody(r)

@@ -341,3 +341,62 @@ func TestMonitorMaxBodyTheBudgetCannotHoldTwiceIsRefused(t *testing.T) {
 		t.Fatalf("monitor with max_body 4KiB in a budget of 9KiB: %v", err)
 	}
 }
+
+// trailing is a chunked body whose trailers, as net/http's, arrive in the request's map at its end.
+type trailing struct {
+	io.Reader
+	trailer http.Header
+}
+
+func (b *trailing) Read(p []byte) (int, error) {
+	n, err := b.Reader.Read(p)
+	if err == io.EOF {
+		b.trailer.Set("Hookgate-Verified", "forged")
+		b.trailer.Set("Hookgate-Event-Id", "forged")
+	}
+	return n, err
+}
+
+// A client's own Hookgate-* trailers never reach the app from a monitored route, even when the
+// route hands on a body it did not read to its end (a JSON config need not have the strip route
+// that the Caddyfile directive adds): refused on the headers alone, over max_body, or beyond the
+// body budget.
+func TestMonitorHandsOnNoForgedTrailers(t *testing.T) {
+	var trailers http.Header
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			return err
+		}
+		trailers = r.Trailer.Clone()
+		w.WriteHeader(http.StatusTeapot)
+		return nil
+	})
+	f := newRequestPathFixture(t, false, next)
+	f.h.Monitor = true
+	f.h.MaxBody = 4096
+	f.h.monitored = &monitorCounts{outcomes: map[string]int64{}, reasons: map[string]int64{}}
+	for _, c := range []struct {
+		name   string
+		size   int
+		header func(http.Header)
+		budget int64
+	}{
+		{"timestamp an hour old", 100, func(h http.Header) { h.Set("Webhook-Timestamp", fmt.Sprint(time.Now().Add(-time.Hour).Unix())) }, 64 << 20},
+		{"chunked body over max_body", 10000, func(http.Header) {}, 64 << 20},
+		{"beyond the body budget", 100, func(http.Header) {}, 1},
+	} {
+		header, body := f.signed(t, "evt_mon_trailers", 't', c.size)
+		c.header(header)
+		f.h.app.bodyBudget = c.budget
+		r := f.signedRequest(header, nil)
+		r.Trailer = http.Header{"Hookgate-Verified": nil, "Hookgate-Event-Id": nil} // announced
+		r.Body, r.ContentLength = io.NopCloser(&trailing{Reader: bytes.NewReader(body), trailer: r.Trailer}), -1
+		trailers = nil
+		if err := f.h.ServeHTTP(&discardWriter{header: make(http.Header)}, r, next); err != nil {
+			t.Fatal(err)
+		}
+		if trailers.Get("Hookgate-Verified") != "" || trailers.Get("Hookgate-Event-Id") != "" {
+			t.Errorf("%s: the app got the trailers %v", c.name, trailers)
+		}
+	}
+}
