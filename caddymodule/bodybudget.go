@@ -98,10 +98,15 @@ func (h *Handler) reserveBody(out *outcome, r *http.Request) (_ reservation, ans
 		held.body = pooledSize(size) // the whole buffer it is read into (handedbody.go)
 	}
 	if !bufferedBodies.reserve(held.body+held.work, h.app.bodyBudget) {
-		return reservation{}, true, out.unread(r).busy(reasonBodyBudget, fmt.Sprintf("busy: the request bodies being received fill the server's body_budget (%s)",
-			humanize.IBytes(uint64(h.app.bodyBudget))))
+		return reservation{}, true, h.budgetFull(out, r)
 	}
 	return held, false, nil
+}
+
+// budgetFull answers 503 unread: the budget cannot hold the request's body.
+func (h *Handler) budgetFull(out *outcome, r *http.Request) error {
+	return out.unread(r).busy(reasonBodyBudget, fmt.Sprintf("busy: the request bodies being received fill the server's body_budget (%s)",
+		humanize.IBytes(uint64(h.app.bodyBudget))))
 }
 
 // provisionBodyBudget settles the app's body budget: BodyBudget, or the default.
@@ -123,6 +128,9 @@ func (h *Handler) fitsBodyBudget() error {
 	need, work := h.MaxBody, ""
 	if w := h.verifier.WorkingMemory(h.MaxBody); w > 0 {
 		need, work = need+w, fmt.Sprintf(" with the %s its %s verification allocates besides", humanize.IBytes(uint64(w)), h.scheme)
+	}
+	if h.Monitor { // and monitor's copy of it (monitor.go)
+		need, work = need+h.MaxBody+1, work+", and the copy monitor keeps to hand it on,"
 	}
 	if need > h.app.bodyBudget {
 		return fmt.Errorf("hookgate: max_body %s%s is more than the server's body_budget %s: raise body_budget in the hookgate global option",

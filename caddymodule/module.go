@@ -126,7 +126,8 @@ type Handler struct {
 	// classified (accepted, rejected with its reason, duplicate, stale, busy), logged, counted
 	// with mode="monitor" and shown by `caddy hookgate status`. One that would be accepted is
 	// claimed and carries Hookgate-Event-Id and Hookgate-Verified, as in sync mode, so the ledger
-	// is warm when monitor is turned off. Sync routes only: refused with Forward. Default: false
+	// is warm when monitor is turned off. Sync routes only: refused with Forward, and with
+	// SignUpstream (only what would be accepted carries its signature). Default: false
 	// (hookgate answers what it refuses).
 	Monitor bool `json:"monitor,omitempty"`
 

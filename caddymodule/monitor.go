@@ -35,11 +35,18 @@ func (h *Handler) mode() string {
 }
 
 // checkMonitor refuses monitor on an async route: there hookgate answers the provider itself
-// and delivers later, so there is no app behind it to hand each request on to.
+// and delivers later, so there is no app behind it to hand each request on to. It refuses it
+// with sign_upstream too: the app would check the gateway's signature, which only the requests
+// hookgate would accept carry, and refuse the rest.
 func (h *Handler) checkMonitor() error {
-	if h.Monitor && h.Forward != nil {
+	switch {
+	case h.Monitor && h.Forward != nil:
 		return errors.New("hookgate: monitor and forward cannot be used together: monitor hands every request on to the next handler as it came, " +
 			"while forward answers the provider itself and delivers later; monitor a sync route (without forward), then enforce it")
+	case h.Monitor && h.SignUpstream != "":
+		return errors.New("hookgate: monitor and sign_upstream cannot be used together: monitor hands on, unsigned by the gateway, the requests " +
+			"hookgate would not accept (duplicates, ignored events, any while the ledger is down), which an app checking the gateway's signature refuses; " +
+			"monitor while the app checks the provider's signature, enforce, then add sign_upstream")
 	}
 	return nil
 }
@@ -47,15 +54,27 @@ func (h *Handler) checkMonitor() error {
 // monitor runs the request's story with hookgate's own answers held back, then hands on, as it
 // came, a request the story did not hand on itself.
 func (h *Handler) monitor(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	stripHookgateHeaders(r.Header) // ours, as in enforce mode: a client never sets them
-	received := r.Header.Clone()   // sign_upstream may add to them before the ledger answers
-	body := &keptBody{ReadCloser: r.Body}
+	// Ours, as in enforce mode: a client never sets them, in its headers or in the trailers of a
+	// body the story may not read to its end (ownheaders.go).
+	stripHookgateHeaders(r.Header)
+	if r.Trailer != nil && r.Body != nil {
+		r.Body = &trailerStripper{ReadCloser: r.Body, trailer: r.Trailer}
+	}
+	received := r.Header.Clone() // the story may add to them before the ledger answers
+	out := newOutcome(&unsent{header: make(http.Header)}, r)
+	defer h.monitored.add(out)
+	body, ok := h.keepBody(r)
+	if !ok { // the story would read a body the budget cannot hold twice: as if it were full
+		h.budgetFull(out, r)
+		h.countRequest(out)
+		h.logRequest(out, r)
+		return next.ServeHTTP(w, r)
+	}
+	defer body.release()
 	if r.Body != nil {
 		r.Body = body
 	}
-	on := &handedOn{next: next}
-	out := newOutcome(&unsent{header: make(http.Header)}, r)
-	defer h.monitored.add(out)
+	on := &handedOn{next: next, body: body}
 	if err := h.serve(out, w, r, on); on.called {
 		return err
 	}
@@ -63,10 +82,29 @@ func (h *Handler) monitor(w http.ResponseWriter, r *http.Request, next caddyhttp
 	// answers it instead, with the headers and body as they came.
 	clear(r.Header)
 	maps.Copy(r.Header, received)
+	body.shrink()
 	if body.ReadCloser != nil {
 		r.Body = body.rewound()
 	}
 	return next.ServeHTTP(w, r)
+}
+
+// keepBody reserves in the body budget the copy monitor keeps of what the story reads, so that
+// the app can be handed the body whole: as much as the story may read (its Content-Length, or
+// max_body and one byte of a chunked one), held until the app has taken it. ok is false when the
+// budget cannot hold it.
+func (h *Handler) keepBody(r *http.Request) (_ *keptBody, ok bool) {
+	size := r.ContentLength
+	switch {
+	case size > h.MaxBody: // refused unread by the story
+		size = 0
+	case size < 0:
+		size = h.MaxBody + 1
+	}
+	if !bufferedBodies.reserve(size, h.app.bodyBudget) {
+		return nil, false
+	}
+	return &keptBody{ReadCloser: r.Body, reserved: size}, true
 }
 
 // unsent takes the answer hookgate would have sent, and sends nothing.
@@ -76,27 +114,55 @@ func (u *unsent) Header() http.Header         { return u.header }
 func (u *unsent) Write(b []byte) (int, error) { return len(b), nil }
 func (u *unsent) WriteHeader(int)             {}
 
-// handedOn notes whether the story handed the request on itself.
+// handedOn notes whether the story handed the request on itself, with the body it read: monitor's
+// copy of it is then of no use.
 type handedOn struct {
 	next   caddyhttp.Handler
+	body   *keptBody
 	called bool
 }
 
 func (h *handedOn) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
 	h.called = true
+	h.body.release()
 	return h.next.ServeHTTP(w, r)
 }
 
 // keptBody keeps what the story reads of the body, so that the app can be handed the body whole.
+// The story reads at most reserved bytes, which the copy never outgrows.
 type keptBody struct {
 	io.ReadCloser
-	read []byte
+	read     []byte
+	reserved int64 // of the body budget, for read
+	released bool
 }
 
 func (b *keptBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
+	if b.released {
+		return n, err
+	}
+	if len(b.read)+n > cap(b.read) { // grown as append would, but never past what is reserved
+		grown := make([]byte, len(b.read), max(len(b.read)+n, min(2*cap(b.read)+512, int(b.reserved))))
+		copy(grown, b.read)
+		b.read = grown
+	}
 	b.read = append(b.read, p[:n]...)
 	return n, err
+}
+
+// release drops the copy and gives back its share of the body budget.
+func (b *keptBody) release() {
+	if !b.released {
+		b.released, b.read = true, nil
+		bufferedBodies.release(b.reserved)
+	}
+}
+
+// shrink gives back the share of the body budget that the story did not read into the copy.
+func (b *keptBody) shrink() {
+	bufferedBodies.release(b.reserved - int64(cap(b.read)))
+	b.reserved = int64(cap(b.read))
 }
 
 // rewound is the body as it came: what was read of it, then the rest.

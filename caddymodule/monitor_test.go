@@ -207,6 +207,21 @@ func TestMonitorWithForwardIsRefused(t *testing.T) {
 	}
 }
 
+// sign_upstream has the app check the gateway's signature, which monitor adds only to the requests
+// hookgate would accept: the app would refuse the rest (a provider's retry of an event it took,
+// one the only lines leave out, any while the ledger is down), which monitor must never cause.
+// Together they are refused when the config loads.
+func TestMonitorWithSignUpstreamIsRefused(t *testing.T) {
+	const gateway = "whsec_Z2F0ZXdheS1zaWduYXR1cmUtc2VjcmV0LWZvci10ZXN0cw=="
+	err := validateCaddyfile(t, presetGatewayConfig("stripe", "monitorsigned", unusedUpstream, "monitor", "sign_upstream "+gateway))
+	if err == nil || !strings.Contains(err.Error(), "monitor and sign_upstream cannot be used together") || strings.Contains(err.Error(), gateway) {
+		t.Fatalf("monitor with sign_upstream: %v, want it refused, without the secret", err)
+	}
+	if err := validateCaddyfile(t, presetGatewayConfig("stripe", "signed", unusedUpstream, "sign_upstream "+gateway)); err != nil {
+		t.Fatalf("sign_upstream on an enforced sync route: %v", err)
+	}
+}
+
 // failingClaims is a ledger that cannot be reached.
 type failingClaims struct{ instantStore }
 
@@ -263,5 +278,125 @@ func TestMonitorHandsOnTheWholeBodyWhereverHookgateStopped(t *testing.T) {
 	if app.header.Get("Hookgate-Verified") != "" || w.Header().Get("Retry-After") != "" || w.Header().Get("Content-Type") != "" {
 		t.Errorf("ledger down: the app got Hookgate-Verified %q, the client Retry-After %q and Content-Type %q; want none of hookgate's",
 			app.header.Get("Hookgate-Verified"), w.Header().Get("Retry-After"), w.Header().Get("Content-Type"))
+	}
+}
+
+// A body hookgate read before it would have refused the request is held, under monitor, until
+// the app has taken it: that copy counts in the server's body_budget like any body a route holds,
+// so forged requests to a slow app cannot hold bodies past the budget. A request whose copy the
+// budget cannot hold is counted busy and handed on unread.
+func TestMonitorCountsTheBodyItHandsOnInTheBodyBudget(t *testing.T) {
+	var reserved int64
+	app := &appEcho{}
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		reserved = bufferedBodies.used.Load()
+		return app.ServeHTTP(w, r)
+	})
+	f := newRequestPathFixture(t, false, next)
+	f.h.Monitor = true
+	f.h.monitored = &monitorCounts{outcomes: map[string]int64{}, reasons: map[string]int64{}}
+	serve := func(header http.Header, body []byte) {
+		t.Helper()
+		if err := f.h.ServeHTTP(&discardWriter{header: make(http.Header)}, f.signedRequest(header, body), next); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(app.body, body) {
+			t.Fatalf("the app got %d of %d bytes, want the body whole", len(app.body), len(body))
+		}
+	}
+
+	header, body := f.signed(t, "evt_mon_budget", 'b', 100000)
+	header.Set("Webhook-Signature", "v1,"+strings.Repeat("A", 43)+"=") // read, then refused: forged
+	serve(header, body)
+	if reserved < int64(len(body)) {
+		t.Errorf("%d bytes of the body budget reserved while the app takes a %d-byte body hookgate read and keeps", reserved, len(body))
+	}
+	if f.h.monitored.outcomes["rejected"] != 1 {
+		t.Fatalf("outcomes %v, want the forgery rejected", f.h.monitored.outcomes)
+	}
+
+	header, body = f.signed(t, "evt_mon_budget_full", 'f', 100000)
+	f.h.app.bodyBudget = pooledSize(int64(len(body))) // room for the route's read of it, not for the copy too
+	serve(header, body)
+	if f.h.monitored.outcomes["busy"] != 1 || f.h.monitored.reasons[reasonBodyBudget] != 1 {
+		t.Errorf("outcomes %v, reasons %v: want the request the budget cannot hold twice busy, body_budget", f.h.monitored.outcomes, f.h.monitored.reasons)
+	}
+	if used := bufferedBodies.used.Load(); used != 0 {
+		t.Errorf("%d bytes of the body budget still reserved once the requests are over", used)
+	}
+}
+
+// A monitored route holds a body twice while it reads it (its own read, and the copy it hands on):
+// a max_body the body budget cannot hold twice is refused when the config loads, as it would be
+// busy for ever.
+func TestMonitorMaxBodyTheBudgetCannotHoldTwiceIsRefused(t *testing.T) {
+	err := validateCaddyfile(t, budgetConfig("8KiB", "monitorbudget", unusedUpstream, "monitor")) // max_body 4KiB
+	if err == nil || !strings.Contains(err.Error(), "the copy monitor keeps") || !strings.Contains(err.Error(), "body_budget 8.0 KiB") {
+		t.Fatalf("monitor with max_body 4KiB in a budget of 8KiB: %v, want it refused", err)
+	}
+	if err := validateCaddyfile(t, budgetConfig("8KiB", "enforcebudget", unusedUpstream)); err != nil {
+		t.Fatalf("max_body 4KiB in a budget of 8KiB, enforced: %v", err)
+	}
+	if err := validateCaddyfile(t, budgetConfig("9KiB", "monitorbudget", unusedUpstream, "monitor")); err != nil {
+		t.Fatalf("monitor with max_body 4KiB in a budget of 9KiB: %v", err)
+	}
+}
+
+// trailing is a chunked body whose trailers, as net/http's, arrive in the request's map at its end.
+type trailing struct {
+	io.Reader
+	trailer http.Header
+}
+
+func (b *trailing) Read(p []byte) (int, error) {
+	n, err := b.Reader.Read(p)
+	if err == io.EOF {
+		b.trailer.Set("Hookgate-Verified", "forged")
+		b.trailer.Set("Hookgate-Event-Id", "forged")
+	}
+	return n, err
+}
+
+// A client's own Hookgate-* trailers never reach the app from a monitored route, even when the
+// route hands on a body it did not read to its end (a JSON config need not have the strip route
+// that the Caddyfile directive adds): refused on the headers alone, over max_body, or beyond the
+// body budget.
+func TestMonitorHandsOnNoForgedTrailers(t *testing.T) {
+	var trailers http.Header
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			return err
+		}
+		trailers = r.Trailer.Clone()
+		w.WriteHeader(http.StatusTeapot)
+		return nil
+	})
+	f := newRequestPathFixture(t, false, next)
+	f.h.Monitor = true
+	f.h.MaxBody = 4096
+	f.h.monitored = &monitorCounts{outcomes: map[string]int64{}, reasons: map[string]int64{}}
+	for _, c := range []struct {
+		name   string
+		size   int
+		header func(http.Header)
+		budget int64
+	}{
+		{"timestamp an hour old", 100, func(h http.Header) { h.Set("Webhook-Timestamp", fmt.Sprint(time.Now().Add(-time.Hour).Unix())) }, 64 << 20},
+		{"chunked body over max_body", 10000, func(http.Header) {}, 64 << 20},
+		{"beyond the body budget", 100, func(http.Header) {}, 1},
+	} {
+		header, body := f.signed(t, "evt_mon_trailers", 't', c.size)
+		c.header(header)
+		f.h.app.bodyBudget = c.budget
+		r := f.signedRequest(header, nil)
+		r.Trailer = http.Header{"Hookgate-Verified": nil, "Hookgate-Event-Id": nil} // announced
+		r.Body, r.ContentLength = io.NopCloser(&trailing{Reader: bytes.NewReader(body), trailer: r.Trailer}), -1
+		trailers = nil
+		if err := f.h.ServeHTTP(&discardWriter{header: make(http.Header)}, r, next); err != nil {
+			t.Fatal(err)
+		}
+		if trailers.Get("Hookgate-Verified") != "" || trailers.Get("Hookgate-Event-Id") != "" {
+			t.Errorf("%s: the app got the trailers %v", c.name, trailers)
+		}
 	}
 }
