@@ -14,21 +14,21 @@ func TestTakeStartIsSharedByNodes(t *testing.T) {
 	a, b := twoNodes(t)
 	ctx := context.Background()
 	const interval = 300 * time.Millisecond
-	if wait, err := a.TakeStart(ctx, "ns", interval); err != nil || wait != 0 {
+	if wait, err := a.TakeStart(ctx, "ns", interval, 0); err != nil || wait != 0 {
 		t.Fatalf("first start: wait %v, %v; want it taken", wait, err)
 	}
-	wait, err := b.TakeStart(ctx, "ns", interval)
+	wait, err := b.TakeStart(ctx, "ns", interval, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if wait <= 0 || wait > interval {
 		t.Fatalf("the other node's start right after: wait %v, want within (0, %v]", wait, interval)
 	}
-	if other, err := b.TakeStart(ctx, "other", interval); err != nil || other != 0 {
+	if other, err := b.TakeStart(ctx, "other", interval, 0); err != nil || other != 0 {
 		t.Errorf("another namespace's start: wait %v, %v; want it taken (limits are per route)", other, err)
 	}
 	time.Sleep(wait) // the wait the limiter named, not a guess
-	if again, err := b.TakeStart(ctx, "ns", interval); err != nil || again != 0 {
+	if again, err := b.TakeStart(ctx, "ns", interval, 0); err != nil || again != 0 {
 		t.Errorf("after waiting %v: wait %v, %v; want the start taken", wait, again, err)
 	}
 }
@@ -49,7 +49,7 @@ func TestTakeStartAfterRedisClockWentBackWaitsAnIntervalAtMost(t *testing.T) {
 	if err := s.client.Set(ctx, tag+"r", strconv.FormatInt(ahead, 10), time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
-	wait, err := s.TakeStart(ctx, "ns", interval)
+	wait, err := s.TakeStart(ctx, "ns", interval, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestTakeStartAfterRedisClockWentBackWaitsAnIntervalAtMost(t *testing.T) {
 		t.Fatalf("a start recorded an hour ahead of Redis's clock: wait %v, want at most %v", wait, interval)
 	}
 	time.Sleep(wait) // the wait the limiter named
-	if again, err := s.TakeStart(ctx, "ns", interval); err != nil || again != 0 {
+	if again, err := s.TakeStart(ctx, "ns", interval, 0); err != nil || again != 0 {
 		t.Errorf("after waiting %v: wait %v, %v; want the start taken", wait, again, err)
 	}
 }
