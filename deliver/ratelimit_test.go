@@ -378,6 +378,9 @@ func TestRateLimitOnAStoreSlowerThanTheIntervalKeepsThePace(t *testing.T) {
 	if wasted > events/20 {
 		t.Errorf("%d starts reserved and never used for %d events; want at most 5%%", wasted, events)
 	}
+	if busiest < cfg.Rate.Starts-1 { // 19 at the spacing; one start per round trip makes 16 or 17
+		t.Errorf("the busiest second held %d attempts under rate %v through a store answering in 60 ms; want the rate's pace", busiest, cfg.Rate)
+	}
 	if took > 13*time.Second { // 10.5 s at the spacing; one start per round trip takes 12.6 s or more
 		t.Errorf("200 events at 20/s through a store answering in 60 ms took %v; want the rate's pace", took)
 	}

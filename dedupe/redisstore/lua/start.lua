@@ -6,8 +6,8 @@
 -- away, and returns the microseconds until it; returns a longer wait, taking nothing, when it is
 -- further. Ahead of time, so a node waiting out the round trip of its next reservation keeps the
 -- pace. Redis's own clock, so the nodes' clocks do not matter; the key lives one interval past
--- the last start. A clock that went back (a start recorded ahead of it) holds the route up one
--- interval at most.
+-- the last start. A clock that went back (a start recorded further ahead of it than a start is
+-- reserved, or a second) holds the route up one interval at most.
 local key = T .. 'r'
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
@@ -18,10 +18,10 @@ local free_at = now
 local last = redis.call('GET', key)
 if last then
   last = tonumber(last)
-  if last > now + ahead then
-    -- A start further ahead of this clock than one is reserved: the clock went back (a
-    -- failover to a server whose clock is behind, or a step). Its distance means nothing here,
-    -- so count it as just now: one interval.
+  if last > now + math.max(ahead, 1000000) then
+    -- A start further ahead of this clock than one is reserved (or than a second, for a caller
+    -- reserving none ahead): the clock went back (a failover to a server whose clock is
+    -- behind, or a step). Its distance means nothing here, so count it as just now.
     last = now
     redis.call('SET', key, string.format('%.0f', now), 'PX', px)
   end
