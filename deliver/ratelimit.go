@@ -104,9 +104,9 @@ func (l *localStarts) TakeStart(_ context.Context, _ string, interval, ahead tim
 	return wait, nil
 }
 
-// storeRoundTrip is how long after asking a store shared by the nodes (Redis) for a start the
-// start may still be used, at least: room for its answer (an fsync with appendfsync always, a
-// network), which the interval alone leaves none of at a fast rate.
+// storeRoundTrip is how far apart, at least, the starts a store shared by the nodes (Redis)
+// reserves may be used around their reserved times: room for its answer (an fsync with
+// appendfsync always, a network), which the interval alone leaves none of at a fast rate.
 const storeRoundTrip = 100 * time.Millisecond
 
 // startTiming is how long after asking for it a start may be used, and how far apart the
@@ -211,9 +211,8 @@ func (d *Deliverer) wantsStart(now time.Time) bool {
 	return free > 0 && d.attempting+d.recording < 2*s.cfg.Workers
 }
 
-// permitValid says whether the start taken last may still be used (d.mu held): within use of
-// asking for it (see startTiming). A store slower to answer than that (a Redis fsync stalled
-// past 100 ms) wastes the start.
+// permitValid says whether the start taken last from this process's limiter may still be used
+// (d.mu held): within use of asking for it (see startTiming).
 func (d *Deliverer) permitValid(now time.Time) bool {
 	use, _ := d.startTiming(d.current.cfg.Rate)
 	return !d.permitAt.IsZero() && now.Sub(d.permitAt) < use
@@ -290,7 +289,7 @@ func (d *Deliverer) startAgainIfLapsed(s *settings, slot *upstreamSlot, until ti
 		case wait > ahead:
 			from = asked.Add(wait - ahead) // none taken: ask again when one may be
 		case !time.Now().Before(to):
-			continue // taken too slowly to use: see permitValid
+			continue // taken too slowly to use: see startWindow
 		}
 		select {
 		case <-d.attemptsCtx.Done():
