@@ -22,7 +22,7 @@ func (p *pooledLedger) outbox() dedupe.Outbox {
 type sharedStarts struct{ *pooledLedger }
 
 // TakeStart implements dedupe.StartLimiter.
-func (s sharedStarts) TakeStart(ctx context.Context, ns string, interval time.Duration) (time.Duration, error) {
+func (s sharedStarts) TakeStart(ctx context.Context, ns string, interval, ahead time.Duration) (time.Duration, error) {
 	l, err := s.open()
 	if err != nil {
 		return 0, err
@@ -31,12 +31,12 @@ func (s sharedStarts) TakeStart(ctx context.Context, ns string, interval time.Du
 	if !ok {
 		return 0, fmt.Errorf("hookgate: ledger %s keeps no shared delivery rate", s.name)
 	}
-	return limiter.TakeStart(ctx, ns, interval)
+	return limiter.TakeStart(ctx, ns, interval, ahead)
 }
 
 // TakeStart implements dedupe.StartLimiter within the Redis call budget.
-func (r *redisLedger) TakeStart(ctx context.Context, ns string, interval time.Duration) (time.Duration, error) {
-	return within(ctx, r, ns, func(ctx context.Context) (time.Duration, error) { return r.Store.TakeStart(ctx, ns, interval) })
+func (r *redisLedger) TakeStart(ctx context.Context, ns string, interval, ahead time.Duration) (time.Duration, error) {
+	return within(ctx, r, ns, func(ctx context.Context) (time.Duration, error) { return r.Store.TakeStart(ctx, ns, interval, ahead) })
 }
 
 // rateView is a route's delivery rate, for operators.

@@ -128,8 +128,9 @@ type Outbox interface {
 // process sharing the store sees it (Redis), so the gateway nodes together start at most one
 // attempt per interval; the deliverer keeps the limit in memory for an Outbox that does not.
 type StartLimiter interface {
-	// TakeStart takes the namespace's next start if it is free: one start per interval at
-	// most, across every caller, atomically. It returns 0 when it took it, else how long until
-	// the next may be free.
-	TakeStart(ctx context.Context, namespace string, interval time.Duration) (wait time.Duration, err error)
+	// TakeStart reserves the namespace's next start, one per interval at most across every
+	// caller, atomically: at the later of now and the last start reserved plus interval, if that
+	// is at most ahead from now. It returns how long from now the start is, so a wait of at most
+	// ahead is a start taken; a longer one is how long until the next may be free, none taken.
+	TakeStart(ctx context.Context, namespace string, interval, ahead time.Duration) (wait time.Duration, err error)
 }

@@ -84,6 +84,8 @@ type Deliverer struct {
 	permitUsed time.Time
 	// rateFailing says the last start could not be taken (logged once until one is).
 	rateFailing bool
+	// reserved holds the starts reserved ahead in a limiter shared by the nodes.
+	reserved reservations
 	// heldBytes is the size of the bodies of the events leased ahead and being sent, at most
 	// maxHeld but for one event (heldbytes.go); bodyEstimate is how large the next Lease's
 	// events are expected to be (0 until a Lease brought one).

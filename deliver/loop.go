@@ -16,6 +16,7 @@ import (
 // fails and when it works again, not at every retry.
 func (d *Deliverer) leaseLoop(ctx context.Context) {
 	defer close(d.loopDone)
+	defer d.reserved.asks.Wait() // a reservation in flight ends with ctx
 	timer := time.NewTimer(pollInterval)
 	defer timer.Stop()
 	var errorBackoff time.Duration

@@ -92,20 +92,21 @@ type localStarts struct {
 }
 
 // TakeStart implements dedupe.StartLimiter for one process.
-func (l *localStarts) TakeStart(_ context.Context, _ string, interval time.Duration) (time.Duration, error) {
+func (l *localStarts) TakeStart(_ context.Context, _ string, interval, ahead time.Duration) (time.Duration, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now()
-	if wait := l.last.Add(interval).Sub(now); wait > 0 {
+	wait := max(l.last.Add(interval).Sub(now), 0)
+	if wait > ahead {
 		return wait, nil
 	}
-	l.last = now
-	return 0, nil
+	l.last = now.Add(wait)
+	return wait, nil
 }
 
-// storeRoundTrip is how long after asking a store shared by the nodes (Redis) for a start the
-// start may still be used, at least: room for its answer (an fsync with appendfsync always, a
-// network), which the interval alone leaves none of at a fast rate.
+// storeRoundTrip is how far apart, at least, the starts a store shared by the nodes (Redis)
+// reserves may be used around their reserved times: room for its answer (an fsync with
+// appendfsync always, a network), which the interval alone leaves none of at a fast rate.
 const storeRoundTrip = 100 * time.Millisecond
 
 // startTiming is how long after asking for it a start may be used, and how far apart the
@@ -137,9 +138,14 @@ func startsOf(out dedupe.Outbox) dedupe.StartLimiter {
 // takeStart takes a start from the route's limiter when the event next in line could start now
 // but for the rate, so dispatch may start it; and says how soon the loop should look again
 // (0: the rate holds nothing up). The start is taken outside d.mu: a shared limiter is a
-// round trip to the store.
+// round trip to the store. A limiter shared by the nodes reserves starts ahead instead
+// (ratelimit_shared.go).
 func (d *Deliverer) takeStart(ctx context.Context) time.Duration {
 	d.mu.Lock()
+	if d.shared() {
+		defer d.mu.Unlock()
+		return d.reserveStarts(ctx, time.Now())
+	}
 	rate := d.current.cfg.Rate
 	asked := time.Now()
 	if !d.waitsForRate(asked) {
@@ -154,20 +160,12 @@ func (d *Deliverer) takeStart(ctx context.Context) time.Duration {
 	d.mu.Unlock()
 
 	_, spacing := d.startTiming(rate)
-	wait, err := starts.TakeStart(ctx, d.namespace, spacing)
+	wait, err := starts.TakeStart(ctx, d.namespace, spacing, 0)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err != nil {
-		if !d.rateFailing { // logged when it fails and when it works again, not at every retry
-			d.logger.Warn("taking a start of the delivery rate failed; retrying", zap.Error(err))
-			d.rateFailing = true
-		}
+	if !d.rateAnswered(err) {
 		d.rateNext = asked.Add(pollInterval)
 		return pollInterval
-	}
-	if d.rateFailing {
-		d.logger.Info("taking a start of the delivery rate works again")
-		d.rateFailing = false
 	}
 	if wait > 0 {
 		d.rateNext = asked.Add(wait)
@@ -180,20 +178,41 @@ func (d *Deliverer) takeStart(ctx context.Context) time.Duration {
 	return spacing
 }
 
+// rateAnswered says whether the limiter answered, logging when it fails and when it works
+// again, not at every retry (d.mu held).
+func (d *Deliverer) rateAnswered(err error) bool {
+	if err != nil {
+		if !d.rateFailing {
+			d.logger.Warn("taking a start of the delivery rate failed; retrying", zap.Error(err))
+			d.rateFailing = true
+		}
+		return false
+	}
+	if d.rateFailing {
+		d.logger.Info("taking a start of the delivery rate works again")
+		d.rateFailing = false
+	}
+	return true
+}
+
 // waitsForRate says whether an event leased ahead could start now if the rate let it, and no
 // permit is held for it (d.mu held).
 func (d *Deliverer) waitsForRate(now time.Time) bool {
+	return d.wantsStart(now) && !d.permitValid(now)
+}
+
+// wantsStart says whether an event leased ahead could start now if the rate let it (d.mu held).
+func (d *Deliverer) wantsStart(now time.Time) bool {
 	s := d.current
-	if !s.cfg.Rate.limited() || s.invalid != nil || d.stopped || len(d.ready) == 0 || d.permitValid(now) {
+	if !s.cfg.Rate.limited() || s.invalid != nil || d.stopped || len(d.ready) == 0 {
 		return false
 	}
 	free, _ := d.health.slots(s.cfg.Workers, d.attempting, now)
 	return free > 0 && d.attempting+d.recording < 2*s.cfg.Workers
 }
 
-// permitValid says whether the start taken last may still be used (d.mu held): within use of
-// asking for it (see startTiming). A store slower to answer than that (a Redis fsync stalled
-// past 100 ms) wastes the start.
+// permitValid says whether the start taken last from this process's limiter may still be used
+// (d.mu held): within use of asking for it (see startTiming).
 func (d *Deliverer) permitValid(now time.Time) bool {
 	use, _ := d.startTiming(d.current.cfg.Rate)
 	return !d.permitAt.IsZero() && now.Sub(d.permitAt) < use
@@ -204,6 +223,9 @@ func (d *Deliverer) permitValid(now time.Time) bool {
 func (d *Deliverer) usePermit(now time.Time) bool {
 	if !d.current.cfg.Rate.limited() {
 		return true
+	}
+	if d.shared() {
+		return d.useReservation(now)
 	}
 	valid := d.permitValid(now)
 	d.permitUsed = d.permitAt
@@ -247,26 +269,35 @@ func (d *Deliverer) startAgainIfLapsed(s *settings, slot *upstreamSlot, until ti
 	if time.Since(slot.permit) < use {
 		return true
 	}
+	var ahead time.Duration // one process: a start taken now or none
+	if d.shared() {
+		ahead = reserveAhead(use, spacing)
+	}
 	for {
 		asked := time.Now()
 		if until.Sub(asked) < s.cfg.Timeout+startMargin {
 			logger.Info("event waited too long for a start of the delivery rate; it comes due again after its lease")
 			return false
 		}
-		wait, err := d.starts.TakeStart(d.attemptsCtx, d.namespace, spacing)
-		switch {
-		case err != nil:
+		wait, err := d.starts.TakeStart(d.attemptsCtx, d.namespace, spacing, ahead)
+		if err != nil {
 			logger.Warn("taking a start of the delivery rate failed; the event comes due again after its lease", zap.Error(err))
 			return false
-		case wait == 0 && time.Since(asked) < use:
-			return true
-		case wait == 0:
-			continue // taken too slowly to use: see permitValid
+		}
+		from, to := d.startWindow(asked, time.Now(), wait, use)
+		switch {
+		case wait > ahead:
+			from = asked.Add(wait - ahead) // none taken: ask again when one may be
+		case !time.Now().Before(to):
+			continue // taken too slowly to use: see startWindow
 		}
 		select {
 		case <-d.attemptsCtx.Done():
 			return false
-		case <-time.After(wait):
+		case <-time.After(time.Until(from)):
+		}
+		if wait <= ahead && time.Now().Before(to) {
+			return true
 		}
 	}
 }

@@ -18,7 +18,7 @@
 //	T L                zset: entity → its holders' lease end (µs)
 //	T b:<entity>       zset: events of the entity waiting while others hold it, by due time (µs)
 //	T g:<token>        string: how many gone events' queue entries the Lease run of that token dropped, for its retry (PX 60 s)
-//	T r                string: the time of the route's last delivery start (µs, Redis's clock; PX: the rate's interval), for TakeStart
+//	T r                string: the time of the route's last delivery start reserved (µs, Redis's clock; PX: one interval past it), for TakeStart
 //	T z                string: where Lease's walk of the Pending listing for members of gone events goes on (lease.lua); only while one is owed
 //
 // Each operation is one round trip: Claim, Done, Release, Accept, Lease, Update, Replay and List

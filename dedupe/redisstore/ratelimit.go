@@ -10,7 +10,7 @@ import (
 // TakeStart implements dedupe.StartLimiter in one script over one key in the namespace's hash
 // slot (so on the same Cluster shard as its queue), timed by Redis's clock: every node sharing
 // the store takes its starts from it, so the route's rate bounds them all together.
-func (s *Store) TakeStart(ctx context.Context, namespace string, interval time.Duration) (time.Duration, error) {
+func (s *Store) TakeStart(ctx context.Context, namespace string, interval, ahead time.Duration) (time.Duration, error) {
 	if interval < time.Microsecond {
 		return 0, fmt.Errorf("redisstore: take start: interval must be at least 1µs, got %v", interval)
 	}
@@ -18,7 +18,7 @@ func (s *Store) TakeStart(ctx context.Context, namespace string, interval time.D
 	if err != nil {
 		return 0, fmt.Errorf("redisstore: take start: %w", err)
 	}
-	wait, err := startScript.Run(ctx, s.perRequest, scriptKeys(t, "r"), strconv.FormatInt(interval.Microseconds(), 10)).Int64()
+	wait, err := startScript.Run(ctx, s.perRequest, scriptKeys(t, "r"), strconv.FormatInt(interval.Microseconds(), 10), strconv.FormatInt(ahead.Microseconds(), 10)).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("redisstore: take start of %q: %w", namespace, err)
 	}

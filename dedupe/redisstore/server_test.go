@@ -166,10 +166,10 @@ func TestNamespacesOnAClusterEachOnOneShard(t *testing.T) {
 		if _, err := b.Get(ctx, namespace, "evt"); err != nil {
 			t.Fatalf("%s: Get: %v", namespace, err)
 		}
-		if wait, err := a.TakeStart(ctx, namespace, time.Minute); err != nil || wait != 0 {
+		if wait, err := a.TakeStart(ctx, namespace, time.Minute, 0); err != nil || wait != 0 {
 			t.Fatalf("%s: TakeStart: wait %v, %v; want the start taken", namespace, wait, err)
 		}
-		if wait, err := b.TakeStart(ctx, namespace, time.Minute); err != nil || wait <= 0 {
+		if wait, err := b.TakeStart(ctx, namespace, time.Minute, 0); err != nil || wait <= 0 {
 			t.Fatalf("%s: TakeStart on the other node right after: wait %v, %v; want a wait", namespace, wait, err)
 		}
 	}
