@@ -20,7 +20,7 @@ const testNamespace = "ns"
 
 // testConfig delivers to target quickly: short schedule, no jitter, no pause unless a test
 // asks for one.
-func testConfig(t *testing.T, target string) Config {
+func testConfig(t testing.TB, target string) Config {
 	t.Helper()
 	u, err := url.Parse(target)
 	if err != nil {
@@ -63,7 +63,7 @@ func run(t *testing.T, d *Deliverer) *Deliverer {
 }
 
 // waitFor polls cond until it holds, failing the test after within.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for !cond() {
@@ -95,7 +95,7 @@ type upstream struct {
 	maxInFlight int
 }
 
-func newUpstream(t *testing.T, respond func(n int, w http.ResponseWriter, r *http.Request)) *upstream {
+func newUpstream(t testing.TB, respond func(n int, w http.ResponseWriter, r *http.Request)) *upstream {
 	t.Helper()
 	u := &upstream{respond: respond}
 	u.Server = httptest.NewServer(http.HandlerFunc(u.serve))
