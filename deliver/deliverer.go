@@ -119,6 +119,7 @@ func New(out dedupe.Outbox, namespace string, cfg Config, logger *zap.Logger) *D
 		maxHeld:        maxHeldBytes,
 	}
 	d.current = newSettings(cfg, nil)
+	d.reserved.rate = d.current.cfg.Rate
 	if d.current.invalid != nil {
 		d.logger.Error("deliveries held until a valid config arrives", zap.Error(d.current.invalid))
 	}
@@ -169,6 +170,7 @@ func (d *Deliverer) Configure(cfg Config) {
 	d.current = next
 	// When a start is free under a new rate, the limiter knows.
 	d.rateNext = time.Time{}
+	d.reserved.reload(next.cfg.Rate)
 	d.dispatch(time.Now()) // the events leased ahead start with the new workers and health
 	d.mu.Unlock()
 

@@ -25,6 +25,9 @@ type reservations struct {
 	// limiter may be asked again after it had none close enough or failed.
 	asking   int
 	askAfter time.Time
+	// rate is the rate the reservations held and asked for were made under: a reload to another
+	// drops them, since they are spaced for the old one.
+	rate Rate
 	// wasted counts the starts reserved and never used: answered too late to use, or lapsed
 	// unused (no event left, no free worker).
 	wasted int
@@ -55,7 +58,7 @@ func (d *Deliverer) reserveStarts(ctx context.Context, now time.Time) time.Durat
 		use, spacing := d.startTiming(d.current.cfg.Rate)
 		r.asking++
 		r.asks.Add(1)
-		go d.reserve(ctx, d.starts, use, spacing, now)
+		go d.reserve(ctx, d.starts, d.current.cfg.Rate, use, spacing, now)
 	}
 	switch {
 	case len(r.held) > 0:
@@ -72,8 +75,9 @@ func (d *Deliverer) reserveStarts(ctx context.Context, now time.Time) time.Durat
 // the round trip, so the node's reserved time is early by up to the round trip: a start used
 // within use/2 either side of the store's reserved time keeps the bound (see startTiming: the
 // starts spread over use at most), so the node uses it from the round trip less use/2 after
-// its reserved time until use/2 after it. A start answered too late for that is wasted.
-func (d *Deliverer) reserve(ctx context.Context, starts dedupe.StartLimiter, use, spacing time.Duration, asked time.Time) {
+// its reserved time until use/2 after it. A start answered too late for that, or after a reload
+// to another rate, is wasted.
+func (d *Deliverer) reserve(ctx context.Context, starts dedupe.StartLimiter, rate Rate, use, spacing time.Duration, asked time.Time) {
 	defer d.reserved.asks.Done()
 	defer d.Notify()
 	ahead := reserveAhead(use, spacing)
@@ -84,6 +88,10 @@ func (d *Deliverer) reserve(ctx context.Context, starts dedupe.StartLimiter, use
 	r := &d.reserved
 	r.asking--
 	switch {
+	case rate != r.rate:
+		if err == nil && wait <= ahead {
+			r.wasted++
+		}
 	case !d.rateAnswered(err):
 		r.askAfter = asked.Add(pollInterval)
 		d.rateNext = r.askAfter
@@ -110,6 +118,19 @@ func (d *Deliverer) startWindow(asked, replied time.Time, wait, use time.Duratio
 		return asked.Add(wait), asked.Add(wait + use)
 	}
 	return asked.Add(wait + max(replied.Sub(asked)-use/2, 0)), asked.Add(wait + use/2)
+}
+
+// reload drops the reservations made under another rate than next (d.mu held): used after the
+// reload, they would crowd the new rate's windows, whose first start the limiter spaces from
+// the last one reserved.
+func (r *reservations) reload(next Rate) {
+	if next == r.rate {
+		return
+	}
+	r.rate = next
+	r.wasted += len(r.held)
+	r.held = nil
+	r.askAfter = time.Time{}
 }
 
 // dropLapsed drops the reservations no longer usable at now.

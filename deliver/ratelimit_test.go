@@ -403,3 +403,82 @@ func drainThroughASlowStore(tb testing.TB, events int) (got []receivedRequest, t
 	d.mu.Unlock()
 	return up.received(), took, wasted
 }
+
+// nodeStarts is one node's view of a rate limit shared by several (Redis): every node takes
+// its starts from the same limiter, each through its own round trip.
+type nodeStarts struct {
+	*fakeOutbox
+	shared *localStarts
+	delay  time.Duration
+}
+
+func (s *nodeStarts) TakeStart(ctx context.Context, ns string, interval, ahead time.Duration) (time.Duration, error) {
+	time.Sleep(s.delay / 2) // the store takes it halfway through the round trip
+	wait, err := s.shared.TakeStart(ctx, ns, interval, ahead)
+	time.Sleep(s.delay - s.delay/2)
+	return wait, err
+}
+
+// A reload lowering a shared rate (20/s to 1/m on three nodes, answered by the store in 5, 40
+// and 80 ms) bounds the starts from the reload on by the new rate: the starts the
+// nodes reserved ahead under the old one are not used after it.
+func TestRateLimitLoweredByAReloadHoldsTheNewBoundAcrossNodes(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, ok)
+	cfg := testConfig(t, up.URL)
+	cfg.Workers = 4
+	cfg.Rate = Rate{Starts: 20, Per: time.Second}
+	out := newFakeOutbox()
+	for i := range 400 {
+		out.add(testEvent(fmt.Sprintf("evt_%03d", i), "{}"))
+	}
+	shared := new(localStarts)
+	nodes := []*Deliverer{
+		startDelivererWithLogger(t, &nodeStarts{fakeOutbox: out, shared: shared, delay: 5 * time.Millisecond}, cfg, nil),
+		startDelivererWithLogger(t, &nodeStarts{fakeOutbox: out, shared: shared, delay: 40 * time.Millisecond}, cfg, nil),
+		startDelivererWithLogger(t, &nodeStarts{fakeOutbox: out, shared: shared, delay: 80 * time.Millisecond}, cfg, nil),
+	}
+	waitFor(t, 10*time.Second, "every node holding a start reserved ahead", func() bool {
+		held := 0
+		for _, d := range nodes {
+			d.mu.Lock()
+			n := len(d.reserved.held)
+			d.mu.Unlock()
+			if n == 0 {
+				return false
+			}
+			held += n
+		}
+		return held >= 4
+	})
+
+	lowered := Rate{Starts: 1, Per: time.Minute}
+	cfg.Rate = lowered
+	for _, d := range nodes {
+		d.Configure(cfg)
+	}
+	reloaded := time.Now()
+	waitFor(t, 10*time.Second, "every node waiting for a start of the new rate, none sending", func() bool {
+		for _, d := range nodes {
+			d.mu.Lock()
+			r := &d.reserved
+			waiting := r.asking == 0 && d.attempting == 0 && d.recording == 0 &&
+				(len(r.held) == 0 || r.held[0].at.After(time.Now().Add(lowered.Per/2)))
+			d.mu.Unlock()
+			if !waiting {
+				return false
+			}
+		}
+		return true
+	})
+	var after int
+	for _, r := range up.received() {
+		if r.At.After(reloaded) {
+			after++
+		}
+	}
+	t.Logf("%d attempts since the reload", after)
+	if after > lowered.Starts+1 {
+		t.Errorf("the upstream got %d attempts in the %v since a reload to %v; want at most %d", after, time.Since(reloaded).Round(time.Millisecond), lowered, lowered.Starts+1)
+	}
+}
