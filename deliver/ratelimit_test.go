@@ -308,16 +308,16 @@ func TestRateLimitHoldsWhenEntityChecksAreSlow(t *testing.T) {
 }
 
 // slowStarts is an outbox that keeps the rate limit in a store answering after a delay (a
-// Redis across a network, or fsyncing every write).
+// Redis across a network, or fsyncing every write); nodes sharing a limiter share the rate.
 type slowStarts struct {
 	*fakeOutbox
-	local localStarts
-	delay time.Duration
+	limiter *localStarts
+	delay   time.Duration
 }
 
 func (s *slowStarts) TakeStart(ctx context.Context, ns string, interval, ahead time.Duration) (time.Duration, error) {
 	time.Sleep(s.delay / 2) // the store takes it halfway through the round trip
-	wait, err := s.local.TakeStart(ctx, ns, interval, ahead)
+	wait, err := s.limiter.TakeStart(ctx, ns, interval, ahead)
 	time.Sleep(s.delay - s.delay/2)
 	return wait, err
 }
@@ -330,7 +330,7 @@ func TestRateLimitOnAStoreSlowerThanTheIntervalStillDelivers(t *testing.T) {
 	cfg := testConfig(t, up.URL)
 	cfg.Workers = 16
 	cfg.Rate = Rate{Starts: 100, Per: time.Second}
-	out := &slowStarts{fakeOutbox: newFakeOutbox(), delay: 20 * time.Millisecond}
+	out := &slowStarts{fakeOutbox: newFakeOutbox(), limiter: &localStarts{}, delay: 20 * time.Millisecond}
 	const events = 150
 	for i := range events {
 		out.add(testEvent(fmt.Sprintf("evt_%03d", i), "{}"))
@@ -382,7 +382,7 @@ func drainThroughASlowStore(tb testing.TB, events int) (got []receivedRequest, t
 	cfg := testConfig(tb, up.URL)
 	cfg.Workers = 16
 	cfg.Rate = slowStoreRate
-	out := &slowStarts{fakeOutbox: newFakeOutbox(), delay: 60 * time.Millisecond}
+	out := &slowStarts{fakeOutbox: newFakeOutbox(), limiter: &localStarts{}, delay: 60 * time.Millisecond}
 	for i := range events {
 		out.add(testEvent(fmt.Sprintf("evt_%03d", i), "{}"))
 	}
@@ -404,21 +404,6 @@ func drainThroughASlowStore(tb testing.TB, events int) (got []receivedRequest, t
 	return up.received(), took, wasted
 }
 
-// nodeStarts is one node's view of a rate limit shared by several (Redis): every node takes
-// its starts from the same limiter, each through its own round trip.
-type nodeStarts struct {
-	*fakeOutbox
-	shared *localStarts
-	delay  time.Duration
-}
-
-func (s *nodeStarts) TakeStart(ctx context.Context, ns string, interval, ahead time.Duration) (time.Duration, error) {
-	time.Sleep(s.delay / 2) // the store takes it halfway through the round trip
-	wait, err := s.shared.TakeStart(ctx, ns, interval, ahead)
-	time.Sleep(s.delay - s.delay/2)
-	return wait, err
-}
-
 // A reload lowering a shared rate (20/s to 1/m on three nodes, answered by the store in 5, 40
 // and 80 ms) bounds the starts from the reload on by the new rate: the starts the
 // nodes reserved ahead under the old one are not used after it.
@@ -434,9 +419,9 @@ func TestRateLimitLoweredByAReloadHoldsTheNewBoundAcrossNodes(t *testing.T) {
 	}
 	shared := new(localStarts)
 	nodes := []*Deliverer{
-		startDelivererWithLogger(t, &nodeStarts{fakeOutbox: out, shared: shared, delay: 5 * time.Millisecond}, cfg, nil),
-		startDelivererWithLogger(t, &nodeStarts{fakeOutbox: out, shared: shared, delay: 40 * time.Millisecond}, cfg, nil),
-		startDelivererWithLogger(t, &nodeStarts{fakeOutbox: out, shared: shared, delay: 80 * time.Millisecond}, cfg, nil),
+		startDelivererWithLogger(t, &slowStarts{fakeOutbox: out, limiter: shared, delay: 5 * time.Millisecond}, cfg, nil),
+		startDelivererWithLogger(t, &slowStarts{fakeOutbox: out, limiter: shared, delay: 40 * time.Millisecond}, cfg, nil),
+		startDelivererWithLogger(t, &slowStarts{fakeOutbox: out, limiter: shared, delay: 80 * time.Millisecond}, cfg, nil),
 	}
 	waitFor(t, 10*time.Second, "every node holding a start reserved ahead", func() bool {
 		held := 0
