@@ -29,12 +29,7 @@ func routeBacklog(t *testing.T, route string) (backlog, bound int) {
 // delivered.
 func TestStatusShowsTheBodyBytesTheDelivererHolds(t *testing.T) {
 	up := newUpstream(t)
-	hold := make(chan struct{})
-	up.mu.Lock()
-	up.block = hold
-	up.mu.Unlock()
-	release := sync.OnceFunc(func() { close(hold) })
-	t.Cleanup(release)
+	release := up.holdAnswers(t)
 	tester := startAsyncGateway(t, "heldbytes", up.Listener.Addr().String(), "timeout 1m")
 	ev := newEvent(t, "evt_held_1", "obj_held", 1)
 	expectReply(t, "accepted", send(t, tester.Client, ev), http.StatusAccepted, "")
@@ -135,4 +130,16 @@ func TestAsyncBacklogBoundedByMaxPending(t *testing.T) {
 			t.Fatalf("event %d (%s) was accepted but never delivered", i, ev.id)
 		}
 	}
+}
+
+// holdAnswers makes the upstream hold every request until release is called (at the latest in
+// the test's cleanup, before the upstream closes, which waits for the requests it holds).
+func (u *upstream) holdAnswers(t *testing.T) (release func()) {
+	hold := make(chan struct{})
+	u.mu.Lock()
+	u.block = hold
+	u.mu.Unlock()
+	release = sync.OnceFunc(func() { close(hold) })
+	t.Cleanup(release)
+	return release
 }

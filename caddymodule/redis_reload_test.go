@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -130,12 +129,7 @@ func TestRedisReloadDroppingABusyRouteLogsNoError(t *testing.T) {
 	srv := startRedis(t, redistest.Durable...)
 	logPath := filepath.Join(t.TempDir(), "hookgate.log")
 	up := newUpstream(t)
-	hold := make(chan struct{})
-	up.mu.Lock()
-	up.block = hold
-	up.mu.Unlock()
-	release := sync.OnceFunc(func() { close(hold) })
-	t.Cleanup(release)
+	release := up.holdAnswers(t)
 	// The attempt outlasts the reload, however slow the machine: it is held until released.
 	route := strings.Replace(asyncRoute(up.Listener.Addr().String()), "timeout 2s", "timeout 1m", 1)
 	withRoute := withLogFile(onRedis(gatewayConfig("redisdrop", unusedUpstream, route), srv.Addr), logPath, "DEBUG")

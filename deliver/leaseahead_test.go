@@ -41,10 +41,7 @@ func TestSlowUpstreamDoesNotLetEventsLeasedAheadLapse(t *testing.T) {
 	startDelivererWithLogger(t, out, cfg, nil)
 
 	waitFor(t, 30*time.Second, "all delivered", func() bool { return out.count(testNamespace, dedupe.Delivered) == events })
-	leases := 0
-	for i := range events {
-		leases += int(out.event(testNamespace, fmt.Sprintf("evt_%02d", i)).LeaseToken)
-	}
+	leases := leasesTaken(out.fakeOutbox, events)
 	// Before the first attempt ends nothing tells how long attempts take: of the first events
 	// leased ahead (2×workers), those that wait for two attempts (the last workers) lapse once.
 	t.Logf("%d events leased %d times in all", events, leases)
@@ -54,4 +51,14 @@ func TestSlowUpstreamDoesNotLetEventsLeasedAheadLapse(t *testing.T) {
 	if n := up.count(); n != events {
 		t.Errorf("upstream got %d requests for %d events", n, events)
 	}
+}
+
+// leasesTaken is how many times in all the events evt_00… of out were leased: each Lease hands
+// an event the next lease token.
+func leasesTaken(out *fakeOutbox, events int) int {
+	leases := 0
+	for i := range events {
+		leases += int(out.event(testNamespace, fmt.Sprintf("evt_%02d", i)).LeaseToken)
+	}
+	return leases
 }

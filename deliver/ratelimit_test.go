@@ -173,10 +173,7 @@ func TestRateLimitDoesNotLetWaitingLeasesLapse(t *testing.T) {
 	startDelivererWithLogger(t, out, cfg, nil)
 
 	waitFor(t, 30*time.Second, "all delivered", func() bool { return out.count(testNamespace, dedupe.Delivered) == events })
-	leases := 0
-	for i := range events {
-		leases += int(out.event(testNamespace, fmt.Sprintf("evt_%02d", i)).LeaseToken)
-	}
+	leases := leasesTaken(out.fakeOutbox, events)
 	// Before the first Lease answers, nothing tells how long a lease lasts: of the first events
 	// leased ahead (2×workers), those that wait past 600 ms for the rate lapse once.
 	t.Logf("%d events leased %d times in all", events, leases)
