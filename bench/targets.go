@@ -35,6 +35,7 @@ var targets = []target{
 	{what: "hookgate-sync / reverse_proxy, req/s", value: ratio(throughputOf("hookgate-sync"), throughputOf("reverse_proxy")), limit: 0.95, everyRound: true, saturation: true},
 	{what: "hookgate's own Caddy CPU, µs/req: hookgate-sync − reverse_proxy", value: difference(caddyCPUOf("hookgate-sync"), caddyCPUOf("reverse_proxy")), limit: 22, atMost: true, format: "%.0f"},
 	{what: "hookgate-async acks / respond, req/s", value: ratio(throughputOf("hookgate-async"), throughputOf("respond")), limit: 0.6, saturation: true},
+	{what: "hookgate-async-held acks / respond, req/s: the accept path alone, deliveries held back by `rate 1/m` (the ceiling of the line above)", value: ratio(throughputOf("hookgate-async-held"), throughputOf("respond")), limit: 0.6, saturation: true},
 	{what: "hookgate-async delivered / reverse_proxy, events/s ÷ req/s", value: ratio(deliveredOf("hookgate-async"), throughputOf("reverse_proxy")), limit: 0.8, saturation: true},
 	{what: "hookgate-async-redis acks / respond, req/s", value: ratio(throughputOf("hookgate-async-redis"), throughputOf("respond")), limit: 0.6, saturation: true},
 	{what: "hookgate-async-redis delivered / reverse_proxy, events/s ÷ req/s", value: ratio(deliveredOf("hookgate-async-redis"), throughputOf("reverse_proxy")), limit: 0.8, saturation: true},
