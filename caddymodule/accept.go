@@ -75,27 +75,28 @@ func (h *Handler) enqueue(out *outcome, r *http.Request, body []byte, claim dedu
 // storedHeader copies the request's headers that a queued event keeps: all but Content-Length,
 // which each delivery recomputes from the body (deliver/request.go). The map is sized for the
 // signed URL that keepURLForResign may add, and the values share one allocation, as in
-// Header.Clone.
+// Header.Clone, sized for one value a header (what requests carry) rather than counted in a
+// second pass over the map.
 func (h *Handler) storedHeader(in http.Header) http.Header {
-	names, values := 0, 0
-	for name, vv := range in {
-		if name != "Content-Length" {
-			names, values = names+1, values+len(vv)
-		}
+	stored := len(in)
+	if _, ok := in["Content-Length"]; ok {
+		stored--
 	}
+	names := stored
 	if h.keepSignedURL {
 		names++
 	}
-	shared := make([]string, values)
 	out := make(http.Header, names)
+	shared := make([]string, 0, stored)
 	for name, vv := range in {
 		switch {
 		case name == "Content-Length":
 		case vv == nil: // kept as Header.Clone keeps it
 			out[name] = nil
 		default:
-			n := copy(shared, vv)
-			out[name], shared = shared[:n:n], shared[n:]
+			n := len(shared)
+			shared = append(shared, vv...)
+			out[name] = shared[n:len(shared):len(shared)]
 		}
 	}
 	return out
