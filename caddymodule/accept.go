@@ -42,13 +42,11 @@ func (h *Handler) enqueue(out *outcome, r *http.Request, body []byte, claim dedu
 		Version:    claim.Version,
 		Method:     r.Method,
 		URI:        r.URL.RequestURI(),
-		Header:     r.Header.Clone(),
+		Header:     h.storedHeader(r.Header),
 		Body:       body,
 		Scheme:     h.scheme,
 		AcceptedAt: time.Now(),
 	}
-	// Not stored: each delivery recomputes it from the body (deliver/request.go).
-	delete(ev.Header, "Content-Length")
 	if ev.ID == "" { // dedupe off: the queue still needs a key, and the upstream an ID to log
 		ev.ID = randomEventID()
 		out.event(ev.ID, ev.Scheme)
@@ -72,6 +70,36 @@ func (h *Handler) enqueue(out *outcome, r *http.Request, body []byte, claim dedu
 	h.app.notify(routeKey{store: h.ledger.key, name: h.Name})
 	out.accepted()
 	return out.acknowledge(ev.ID)
+}
+
+// storedHeader copies the request's headers that a queued event keeps: all but Content-Length,
+// which each delivery recomputes from the body (deliver/request.go). The map is sized for the
+// signed URL that keepURLForResign may add, and the values share one allocation, as in
+// Header.Clone, sized for one value a header (what requests carry) rather than counted in a
+// second pass over the map.
+func (h *Handler) storedHeader(in http.Header) http.Header {
+	stored := len(in)
+	if _, ok := in["Content-Length"]; ok {
+		stored--
+	}
+	names := stored
+	if h.keepSignedURL {
+		names++
+	}
+	out := make(http.Header, names)
+	shared := make([]string, 0, stored)
+	for name, vv := range in {
+		switch {
+		case name == "Content-Length":
+		case vv == nil: // kept as Header.Clone keeps it
+			out[name] = nil
+		default:
+			n := len(shared)
+			shared = append(shared, vv...)
+			out[name] = shared[n:len(shared):len(shared)]
+		}
+	}
+	return out
 }
 
 // noteBacklogFull logs once when the route's backlog reaches max_pending and once when it has

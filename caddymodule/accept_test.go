@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -133,5 +134,32 @@ func TestBacklogFullEndsOnceDrainedATenth(t *testing.T) {
 	h.noteBacklogDrained(ctx)
 	if n := logs.FilterMessageSnippet("accepting events again").Len(); n != 1 {
 		t.Fatalf("%d INFO lines once the backlog is a tenth below max_pending, want 1", n)
+	}
+}
+
+// A queued event keeps the provider's headers as they arrived, each value, but not
+// Content-Length, which each delivery recomputes from the body; and it keeps a copy, which what
+// later happens to the request's headers does not change.
+func TestQueuedEventKeepsTheRequestHeadersButContentLength(t *testing.T) {
+	var kept *dedupe.Event
+	f := newRequestPathFixture(t, true, nil)
+	f.h.ledger.ledger = &instantStore{accepted: func(ev *dedupe.Event) { kept = ev }}
+	header := f.header.Clone()
+	header.Set("Content-Length", fmt.Sprint(len(f.body)))
+	header["Accept"] = []string{"application/json", "text/plain"}
+	header["X-Empty"] = nil
+	f.serveSigned(t, header, f.body, http.StatusAccepted)
+	if kept == nil {
+		t.Fatal("no event was accepted")
+	}
+	want := header.Clone()
+	delete(want, "Content-Length")
+	if !reflect.DeepEqual(kept.Header, want) {
+		t.Errorf("queued headers %v, want %v", kept.Header, want)
+	}
+	header["Accept"][0] = "changed"
+	header.Set("Webhook-Id", "changed")
+	if kept.Header["Accept"][0] != "application/json" || kept.Header.Get("Webhook-Id") == "changed" {
+		t.Errorf("the queued headers changed with the request's: %v", kept.Header)
 	}
 }

@@ -36,15 +36,15 @@ func (b *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, de
 	if len(pay) > dedupe.MaxPayload {
 		return 0, fmt.Errorf("dedupe: accept: %w: %d bytes stored, at most %d", dedupe.ErrTooLarge, len(pay), dedupe.MaxPayload)
 	}
-	rec := &outboxRecord{State: dedupe.Pending, AcceptedAt: ev.AcceptedAt, NextAttempt: ev.NextAttempt, UpdatedAt: ev.UpdatedAt}
-	if rec.AcceptedAt.IsZero() {
-		rec.AcceptedAt = b.clock()
+	acceptedAt, due, updatedAt := ev.AcceptedAt, ev.NextAttempt, ev.UpdatedAt
+	if acceptedAt.IsZero() {
+		acceptedAt = b.clock()
 	}
-	if rec.NextAttempt.IsZero() {
-		rec.NextAttempt = rec.AcceptedAt
+	if due.IsZero() {
+		due = acceptedAt
 	}
-	if rec.UpdatedAt.IsZero() {
-		rec.UpdatedAt = rec.AcceptedAt
+	if updatedAt.IsZero() {
+		updatedAt = acceptedAt
 	}
 
 	var out dedupe.Outcome
@@ -88,7 +88,9 @@ func (b *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, de
 		if err := txn.Set(ok.payload, pay); err != nil {
 			return err
 		}
-		return b.store(txn, ok, old, rec, time.Time{})
+		// Made here, not captured, the record stays on the committer's stack.
+		rec := outboxRecord{State: dedupe.Pending, AcceptedAt: acceptedAt, NextAttempt: due, UpdatedAt: updatedAt}
+		return b.store(txn, ok, old, &rec, time.Time{})
 	})
 	if err != nil {
 		return 0, err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
 	"net/http"
 	"slices"
 	"time"
@@ -145,15 +146,7 @@ const payloadFormat = 1
 // a uvarint, then entity, method, URI, scheme, the number of header names and each name with
 // its number of values and the values (strings as a uvarint length and the bytes), and the body.
 func (p *payload) encode() []byte {
-	// 0, the format, and seven numbers: version, body size, four string lengths, header names.
-	size := 2 + 7*binary.MaxVarintLen64 + len(p.Entity) + len(p.Method) + len(p.URI) + len(p.Scheme) + len(p.body)
-	for name, values := range p.Header {
-		size += 2*binary.MaxVarintLen64 + len(name)
-		for _, value := range values {
-			size += binary.MaxVarintLen64 + len(value)
-		}
-	}
-	v := make([]byte, 0, size)
+	v := make([]byte, 0, p.encodedLen()) // one allocation, of the exact size
 	v = append(v, 0, payloadFormat)
 	v = binary.AppendVarint(v, p.Version)
 	v = binary.AppendUvarint(v, uint64(p.BodyBytes))
@@ -161,7 +154,8 @@ func (p *payload) encode() []byte {
 		v = appendString(v, s)
 	}
 	v = binary.AppendUvarint(v, uint64(len(p.Header)))
-	names := make([]string, 0, len(p.Header)) // sized once: slices.Sorted grows it step by step
+	var sorted [32]string // a request's header names, sorted on the stack unless there are more
+	names := sorted[:0]
 	for name := range p.Header {
 		names = append(names, name)
 	}
@@ -174,6 +168,31 @@ func (p *payload) encode() []byte {
 		}
 	}
 	return append(v, p.body...)
+}
+
+// encodedLen is the length of encode's result.
+func (p *payload) encodedLen() int {
+	n := 2 + varintLen(p.Version) + uvarintLen(uint64(p.BodyBytes)) + uvarintLen(uint64(len(p.Header))) + len(p.body)
+	for _, s := range []string{p.Entity, p.Method, p.URI, p.Scheme} {
+		n += uvarintLen(uint64(len(s))) + len(s)
+	}
+	for name, values := range p.Header {
+		n += uvarintLen(uint64(len(name))) + len(name) + uvarintLen(uint64(len(values)))
+		for _, value := range values {
+			n += uvarintLen(uint64(len(value))) + len(value)
+		}
+	}
+	return n
+}
+
+// uvarintLen is the length of binary.AppendUvarint's encoding of x: seven bits a byte.
+func uvarintLen(x uint64) int {
+	return (bits.Len64(x|1) + 6) / 7
+}
+
+// varintLen is the length of binary.AppendVarint's encoding of x, zigzag encoded.
+func varintLen(x int64) int {
+	return uvarintLen(uint64(x)<<1 ^ uint64(x>>63))
 }
 
 func appendString(v []byte, s string) []byte {

@@ -3,8 +3,11 @@ package badgerstore
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
+	"math"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,6 +84,34 @@ func TestPayloadRoundTrip(t *testing.T) {
 	}
 }
 
+// A payload is laid out in one buffer of its exact size, however large its numbers and however
+// many its headers, and decodes as it was.
+func TestPayloadEncodesIntoABufferOfItsSize(t *testing.T) {
+	many := http.Header{}
+	for i := range 40 {
+		many[fmt.Sprintf("X-Header-%02d", i)] = []string{strings.Repeat("v", 130*i), ""}
+	}
+	for _, p := range []*payload{
+		benchPayload(),
+		{Method: "POST", URI: strings.Repeat("/u", 200), Entity: "e", Version: math.MinInt64, BodyBytes: 1 << 20, Header: many},
+		{Method: "POST", URI: "/", Version: math.MaxInt64, Header: http.Header{"Nil": nil}},
+		{},
+	} {
+		v := p.encode()
+		if len(v) != cap(v) {
+			t.Errorf("payload of %d bytes encoded in a buffer of %d", len(v), cap(v))
+		}
+		got, err := decodePayload(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Version != p.Version || got.URI != p.URI || len(got.Header) != len(p.Header) {
+			t.Errorf("decoded version %d, URI of %d bytes, %d headers; want %d, %d, %d",
+				got.Version, len(got.URI), len(got.Header), p.Version, len(p.URI), len(p.Header))
+		}
+	}
+}
+
 // Payloads written before headers were stored as bytes (a uvarint length, JSON, the body) still
 // decode, and an event queued in that format is leased as it was accepted.
 func TestPayloadOfTheJSONFormatDecodes(t *testing.T) {
@@ -108,14 +139,28 @@ func TestPayloadOfTheJSONFormatDecodes(t *testing.T) {
 // BenchmarkDecodePayload decodes a stored 1 KiB event with a provider's six headers, whole (as a
 // Lease hands it out) and its metadata only (as delivering it rewrites it): allocs/op is what the
 // lease loop and the committer pay per event.
-func BenchmarkDecodePayload(b *testing.B) {
-	v := (&payload{Method: http.MethodPost, URI: "/hooks/bench?x=1", Scheme: "standard", BodyBytes: 1024,
+// benchPayload is a signed 1 KiB webhook as queued, with six headers.
+func benchPayload() *payload {
+	return &payload{Method: http.MethodPost, URI: "/hooks/bench?x=1", Scheme: "standard", BodyBytes: 1024,
 		Header: http.Header{
 			"Content-Type": {"application/json"}, "User-Agent": {"Provider-Webhooks/1.0"}, "Accept-Encoding": {"gzip"},
 			"Webhook-Id": {"evt_0000000001"}, "Webhook-Timestamp": {"1764633600"},
 			"Webhook-Signature": {"v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4="},
 		},
-		body: bytes.Repeat([]byte("x"), 1024)}).encode()
+		body: bytes.Repeat([]byte("x"), 1024)}
+}
+
+// BenchmarkEncodePayload is what an Accept spends laying out its event, before its commit.
+func BenchmarkEncodePayload(b *testing.B) {
+	p := benchPayload()
+	b.ReportAllocs()
+	for b.Loop() {
+		p.encode()
+	}
+}
+
+func BenchmarkDecodePayload(b *testing.B) {
+	v := benchPayload().encode()
 	for _, whole := range []bool{true, false} {
 		name := map[bool]string{true: "whole", false: "metadata"}[whole]
 		b.Run(name, func(b *testing.B) {

@@ -113,6 +113,56 @@ func TestAcceptDedupes(t *testing.T) {
 	expect(t, "accept of a dead event, dedupe off", accept(t, b, dedupe.Claim{Namespace: "stripe"}, queued("a", base)), dedupe.Duplicate)
 }
 
+// The dedupe window and the queued event are two facts that Accept reads apart, neither implied
+// by the other: an event still queued, or still kept once delivered, after its ID's dedupe window
+// ended is a duplicate all the same, and so is an ID in its window whose event is gone. Only once
+// both have lapsed is the ID taken again, by a new event that replaces the old one's entries.
+func TestAcceptOfAnIDPastItsDedupeWindow(t *testing.T) {
+	b := openTest(t)
+	clock, start := withFakeClock(b)
+	acceptAt := func(id string, at time.Time, dedupeTTL time.Duration) dedupe.Outcome {
+		t.Helper()
+		clock.set(at)
+		ev := queued(id, at)
+		ev.Body = []byte(at.Format(time.RFC3339Nano))
+		out, err := b.Accept(context.Background(), event(id), ev, dedupeTTL)
+		if err != nil {
+			t.Fatalf("Accept(%q) at %v: %v", id, at, err)
+		}
+		return out
+	}
+	expect(t, "accept", acceptAt("late", start, time.Second), dedupe.Claimed)
+	expect(t, "accept once the window ended, still queued", acceptAt("late", start.Add(2*time.Second), time.Second), dedupe.Duplicate)
+
+	evs := lease(t, b, start.Add(2*time.Second), 1, time.Minute)
+	expectIDs(t, "the first event", evs, "late")
+	evs[0].State, evs[0].Attempts = dedupe.Delivered, 1
+	update(t, b, evs[0], time.Second) // kept until start+3s
+	expect(t, "accept once the window ended, delivered and kept", acceptAt("late", start.Add(2500*time.Millisecond), time.Second), dedupe.Duplicate)
+
+	again := start.Add(3 * time.Second)
+	expect(t, "accept once both lapsed", acceptAt("late", again, time.Second), dedupe.Claimed)
+	got, err := b.Get(context.Background(), "stripe", "late")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != dedupe.Pending || got.Attempts != 0 || string(got.Body) != again.Format(time.RFC3339Nano) {
+		t.Errorf("the ID taken again holds state %s, %d attempts, body %q; want the new event, pending", got.State, got.Attempts, got.Body)
+	}
+	if n := b.Pending("stripe"); n != 1 {
+		t.Errorf("%d events pending, want the new one", n)
+	}
+	expectIDs(t, "lease after the ID was taken again", lease(t, b, again, 10, time.Minute), "late")
+
+	// An ID in its window whose event is no longer kept is a duplicate too.
+	expect(t, "accept", acceptAt("kept", again, time.Hour), dedupe.Claimed)
+	evs = lease(t, b, again, 10, time.Minute)
+	expectIDs(t, "the second event", evs, "kept")
+	evs[0].State = dedupe.Delivered
+	update(t, b, evs[0], time.Second)
+	expect(t, "accept once its event lapsed, in the window", acceptAt("kept", again.Add(2*time.Second), time.Hour), dedupe.Duplicate)
+}
+
 func TestAcceptWithoutID(t *testing.T) {
 	b := openTest(t)
 	off := dedupe.Claim{Namespace: "stripe"}
