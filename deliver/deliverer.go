@@ -95,11 +95,14 @@ type Deliverer struct {
 	started        bool
 	stopped        bool
 	// Set by Start, for Stop: the lease loop's cancel and end, and the workers' context, which
-	// ends only when Stop gives up waiting for them.
+	// ends only when Stop gives up waiting for them; recordCtx ends outboxTimeout after it, so
+	// an outcome being recorded then has that long to finish (see store). One for all events:
+	// a context per event to the same end cost each event three allocations.
 	stopLeasing     context.CancelFunc
 	loopDone        chan struct{}
 	attemptsCtx     context.Context
 	abandonAttempts context.CancelFunc
+	recordCtx       context.Context
 }
 
 // New makes a deliverer for one route (namespace) of an outbox. It does nothing until Start.
@@ -152,6 +155,9 @@ func (d *Deliverer) Start() {
 	d.stopLeasing = stopLeasing
 	d.loopDone = make(chan struct{})
 	d.attemptsCtx, d.abandonAttempts = context.WithCancel(context.Background())
+	recordCtx, stopRecording := context.WithCancel(context.Background())
+	d.recordCtx = recordCtx
+	context.AfterFunc(d.attemptsCtx, func() { time.AfterFunc(outboxTimeout, stopRecording) })
 	go d.leaseLoop(loopCtx)
 }
 

@@ -55,7 +55,7 @@ func (d *Deliverer) dispatch(now time.Time) {
 		next := d.ready[0]
 		s := d.settingsAfterLease(next.leasedWith)
 		if next.until.Sub(now) < s.cfg.Timeout+startMargin {
-			d.ready = slices.Delete(d.ready, 0, 1)
+			d.popReady()
 			d.letGo(next.ev)
 			d.logger.Debug("event leased ahead waited too long to start; left to come due again after its lease",
 				zap.String("event_id", next.ev.ID), zap.Time("lease_end", next.until))
@@ -68,7 +68,7 @@ func (d *Deliverer) dispatch(now time.Time) {
 				break
 			}
 		}
-		d.ready = slices.Delete(d.ready, 0, 1)
+		d.popReady()
 		started = true
 		d.attempts.Add(1)
 		if entityBusy {
@@ -97,6 +97,14 @@ func (d *Deliverer) dispatch(now time.Time) {
 	if started {
 		d.Notify() // the lease loop may refill what was leased ahead
 	}
+}
+
+// popReady drops the first of the events leased ahead (d.mu held). It moves none of the others,
+// as slices.Delete did (a copy of every waiting event per start); append copies the waiting ones
+// to a new array only once they outgrow what is left of the old one.
+func (d *Deliverer) popReady() {
+	d.ready[0] = leasedEvent{} // the event goes with its attempt
+	d.ready = d.ready[1:]
 }
 
 // upstreamSlot is one event's hold on a worker's slot and on its body, from its start until
