@@ -208,6 +208,7 @@ func (d *Deliverer) Stop(ctx context.Context) error {
 	d.stopped = true
 	for _, next := range d.ready {
 		d.letGo(next.ev)
+		next.lease.ctx.done()
 	}
 	d.ready = nil // left to their leases
 	d.mu.Unlock()

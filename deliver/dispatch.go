@@ -19,8 +19,8 @@ const startMargin = outboxTimeout
 // leasedEvent is an event leased ahead: leased, not yet started.
 type leasedEvent struct {
 	ev *dedupe.Event
-	// until is the end of its lease.
-	until time.Time
+	// lease is its lease's end, and the context the events leased with it share.
+	lease leaseEnd
 	// leasedWith is the settings its lease was sized for (see settingsAfterLease).
 	leasedWith *settings
 }
@@ -34,8 +34,23 @@ func (d *Deliverer) queueLeased(s *settings, events []*dedupe.Event) {
 		return cmp.Or(cmp.Compare(a.Entity, b.Entity), cmp.Compare(b.Version, a.Version))
 	})
 	d.hold(events)
+	if len(events) == 0 {
+		return
+	}
+	// Lease moved NextAttempt to the lease's end, one for all the events it hands out.
+	until, same := events[0].NextAttempt, 0
 	for _, ev := range events {
-		d.ready = append(d.ready, leasedEvent{ev: ev, until: ev.NextAttempt, leasedWith: s}) // Lease moved NextAttempt to the lease's end
+		if ev.NextAttempt.Equal(until) {
+			same++
+		}
+	}
+	shared := d.newLeaseContext(until, same)
+	for _, ev := range events {
+		lease := leaseEnd{until: ev.NextAttempt}
+		if lease.until.Equal(until) {
+			lease.ctx = shared
+		}
+		d.ready = append(d.ready, leasedEvent{ev: ev, lease: lease, leasedWith: s})
 	}
 }
 
@@ -54,11 +69,12 @@ func (d *Deliverer) dispatch(now time.Time) {
 	for len(d.ready) > 0 && d.attempting+d.recording < 2*workers {
 		next := d.ready[0]
 		s := d.settingsAfterLease(next.leasedWith)
-		if next.until.Sub(now) < s.cfg.Timeout+startMargin {
+		if next.lease.until.Sub(now) < s.cfg.Timeout+startMargin {
 			d.popReady()
 			d.letGo(next.ev)
+			next.lease.ctx.done()
 			d.logger.Debug("event leased ahead waited too long to start; left to come due again after its lease",
-				zap.String("event_id", next.ev.ID), zap.Time("lease_end", next.until))
+				zap.String("event_id", next.ev.ID), zap.Time("lease_end", next.lease.until))
 			continue
 		}
 		ev := next.ev
@@ -76,8 +92,9 @@ func (d *Deliverer) dispatch(now time.Time) {
 			d.recording++
 			go func() {
 				defer d.attempts.Done()
+				defer next.lease.ctx.done()
 				defer d.recorded("")
-				d.postponeUnlessSuperseded(s, ev, next.until)
+				d.postponeUnlessSuperseded(s, ev, next.lease)
 			}()
 			continue
 		}
@@ -88,10 +105,11 @@ func (d *Deliverer) dispatch(now time.Time) {
 		permit := d.permitUsed
 		go func() {
 			defer d.attempts.Done()
+			defer next.lease.ctx.done()
 			defer d.recorded(ev.Entity)
 			slot := &upstreamSlot{d: d, ev: ev, held: true, since: now, permit: permit}
 			defer slot.release()
-			d.process(s, ev, next.until, slot)
+			d.process(s, ev, next.lease, slot)
 		}()
 	}
 	if started {

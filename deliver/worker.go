@@ -22,12 +22,12 @@ const (
 )
 
 // process takes one leased event to its next state: superseded, delivered, due again later, or
-// dead. If its outcome cannot be recorded before its lease ends (until), the lease lapses and
+// dead. If its outcome cannot be recorded before its lease ends, the lease lapses and
 // it is tried again. It releases slot as soon as the upstream is done with the event, before
 // the outcome is recorded.
-func (d *Deliverer) process(s *settings, ev *dedupe.Event, until time.Time, slot *upstreamSlot) {
+func (d *Deliverer) process(s *settings, ev *dedupe.Event, lease leaseEnd, slot *upstreamSlot) {
 	log := eventLog{d.logger, ev.ID}
-	if ev.Entity != "" && (d.supersedeIfOutdated(s, ev, until, slot, log) || !d.startAgainIfLapsed(s, slot, until, log)) {
+	if ev.Entity != "" && (d.supersedeIfOutdated(s, ev, lease, slot, log) || !d.startAgainIfLapsed(s, slot, lease.until, log)) {
 		return
 	}
 	result := attempt(d.attemptsCtx, s.client, s.cfg, ev, ev.Attempts+1)
@@ -35,7 +35,7 @@ func (d *Deliverer) process(s *settings, ev *dedupe.Event, until time.Time, slot
 		log.logger().Info("attempt abandoned because the deliverer stopped; the event comes due again after its lease")
 		return
 	}
-	d.recordAttempt(s.cfg, ev, result, until, slot, log)
+	d.recordAttempt(s.cfg, ev, result, lease, slot, log)
 }
 
 // eventLog logs about one event. The logger naming it is made only when something is logged:
@@ -52,7 +52,7 @@ func (l eventLog) logger() *zap.Logger { return l.base.With(zap.String("event_id
 // delivered. It reports whether ev is settled for now: superseded, or left to its lease
 // because the delivered version could not be read. A superseded event needs no slot (nil if
 // it held none) while it is recorded.
-func (d *Deliverer) supersedeIfOutdated(s *settings, ev *dedupe.Event, until time.Time, slot *upstreamSlot, log eventLog) (settled bool) {
+func (d *Deliverer) supersedeIfOutdated(s *settings, ev *dedupe.Event, lease leaseEnd, slot *upstreamSlot, log eventLog) (settled bool) {
 	ctx, cancel := context.WithTimeout(d.attemptsCtx, outboxTimeout)
 	defer cancel()
 	delivered, found, err := d.out.DeliveredVersion(ctx, d.namespace, ev.Entity)
@@ -69,7 +69,7 @@ func (d *Deliverer) supersedeIfOutdated(s *settings, ev *dedupe.Event, until tim
 	ev.LastError = fmt.Sprintf("superseded: version %d of the entity was already delivered", delivered)
 	ev.UpdatedAt = time.Now()
 	slot.release()
-	if d.store(ev, s.cfg.Keep, until, log) {
+	if d.store(ev, s.cfg.Keep, lease, log) {
 		s.cfg.recorded(ev.State)
 	}
 	log.logger().Info("event superseded, not sent", zap.Int64("version", ev.Version), zap.Int64("delivered_version", delivered))
@@ -79,7 +79,7 @@ func (d *Deliverer) supersedeIfOutdated(s *settings, ev *dedupe.Event, until tim
 // recordAttempt turns the outcome of attempt number ev.Attempts+1 into ev's next state, feeds
 // the upstream's health, releases slot (the next attempt then sees that health), and stores
 // the state.
-func (d *Deliverer) recordAttempt(cfg Config, ev *dedupe.Event, result attemptResult, until time.Time, slot *upstreamSlot, log eventLog) {
+func (d *Deliverer) recordAttempt(cfg Config, ev *dedupe.Event, result attemptResult, lease leaseEnd, slot *upstreamSlot, log eventLog) {
 	now := time.Now()
 	ev.Attempts++
 	ev.LastStatus = result.status
@@ -107,7 +107,7 @@ func (d *Deliverer) recordAttempt(cfg Config, ev *dedupe.Event, result attemptRe
 		}
 	}
 	slot.release()
-	if !d.store(ev, keep, until, log) {
+	if !d.store(ev, keep, lease, log) {
 		return
 	}
 	cfg.recorded(ev.State)
@@ -132,13 +132,13 @@ func (d *Deliverer) recordAttempt(cfg Config, ev *dedupe.Event, result attemptRe
 // postponeUnlessSuperseded puts ev back, unattempted, for a little while, because another event
 // of its entity is being worked on; unless a newer version is already delivered, which makes
 // it superseded whatever that other event's fate.
-func (d *Deliverer) postponeUnlessSuperseded(s *settings, ev *dedupe.Event, until time.Time) {
+func (d *Deliverer) postponeUnlessSuperseded(s *settings, ev *dedupe.Event, lease leaseEnd) {
 	log := eventLog{d.logger, ev.ID}
-	if d.supersedeIfOutdated(s, ev, until, nil, log) {
+	if d.supersedeIfOutdated(s, ev, lease, nil, log) {
 		return
 	}
 	ev.NextAttempt = time.Now().Add(entityBusyDelay)
-	if d.store(ev, 0, until, log) {
+	if d.store(ev, 0, lease, log) {
 		log.logger().Debug("event postponed: another event of its entity is in flight")
 	}
 }
@@ -148,14 +148,14 @@ func (d *Deliverer) postponeUnlessSuperseded(s *settings, ev *dedupe.Event, unti
 const noRoomDelay = time.Minute
 
 // store records ev in the outbox (keep is the retention of a final state) and reports whether
-// it did. It waits for a slow store until the event's lease ends (until), and at least
+// it did. It waits for a slow store until the event's lease ends, and at least
 // outboxTimeout: giving up earlier would send a delivered event again for nothing, while
 // past the lease another worker may have taken it. Once Stop abandons the attempts, it waits
 // outboxTimeout more at most (recordCtx). A failure is logged: the event's lease lapses and it is tried
 // again, as at-least-once delivery allows. If another worker did take it (ErrLeaseLost), that
 // worker's outcome is the latest and this one is dropped.
-func (d *Deliverer) store(ev *dedupe.Event, keep time.Duration, until time.Time, log eventLog) bool {
-	ctx, cancel := context.WithDeadline(d.recordCtx, later(until, time.Now().Add(outboxTimeout)))
+func (d *Deliverer) store(ev *dedupe.Event, keep time.Duration, lease leaseEnd, log eventLog) bool {
+	ctx, cancel := d.recordContext(lease)
 	defer cancel()
 	err := d.out.Update(ctx, ev, keep)
 	switch {
@@ -165,11 +165,11 @@ func (d *Deliverer) store(ev *dedupe.Event, keep time.Duration, until time.Time,
 		log.logger().Warn("dead-lettering postponed: the ledger's disk has no room to keep the body; the event stays pending",
 			zap.String("reason", ev.LastError), zap.Duration("retry_in", noRoomDelay))
 		ev.State, ev.NextAttempt = dedupe.Pending, time.Now().Add(noRoomDelay)
-		d.store(ev, 0, until, log)
+		d.store(ev, 0, lease, log)
 		return false
 	case errors.Is(err, dedupe.ErrLeaseLost):
 		log.logger().Warn("the event's lease ran out and another worker took it over; this worker's outcome is dropped",
-			zap.String("state", string(ev.State)), zap.Time("lease_end", until))
+			zap.String("state", string(ev.State)), zap.Time("lease_end", lease.until))
 		return false
 	case err != nil:
 		log.logger().Error("recording the event's state failed; it comes due again after its lease",
