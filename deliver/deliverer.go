@@ -64,6 +64,8 @@ type Deliverer struct {
 	wake chan struct{}
 	// attempts counts the events started and not yet recorded, for Stop to wait for.
 	attempts sync.WaitGroup
+	// idle hands an event's work to a goroutine waiting for it (run).
+	idle chan func()
 
 	mu      sync.Mutex
 	current *settings
@@ -117,6 +119,7 @@ func New(out dedupe.Outbox, namespace string, cfg Config, logger *zap.Logger) *D
 		namespace:      namespace,
 		logger:         logger,
 		wake:           make(chan struct{}, 1),
+		idle:           make(chan func()),
 		starts:         startsOf(out),
 		entitiesInWork: make(map[string]bool),
 		maxHeld:        maxHeldBytes,

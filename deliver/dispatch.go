@@ -90,12 +90,12 @@ func (d *Deliverer) dispatch(now time.Time) {
 		if entityBusy {
 			d.dropBody(ev) // postponed or superseded, not sent
 			d.recording++
-			go func() {
+			d.run(func() {
 				defer d.attempts.Done()
 				defer next.lease.ctx.done()
 				defer d.recorded("")
 				d.postponeUnlessSuperseded(s, ev, next.lease)
-			}()
+			})
 			continue
 		}
 		d.attempting++
@@ -103,17 +103,53 @@ func (d *Deliverer) dispatch(now time.Time) {
 			d.entitiesInWork[ev.Entity] = true
 		}
 		permit := d.permitUsed
-		go func() {
+		d.run(func() {
 			defer d.attempts.Done()
 			defer next.lease.ctx.done()
 			defer d.recorded(ev.Entity)
 			slot := &upstreamSlot{d: d, ev: ev, held: true, since: now, permit: permit}
 			defer slot.release()
 			d.process(s, ev, next.lease, slot)
-		}()
+		})
 	}
 	if started {
 		d.Notify() // the lease loop may refill what was leased ahead
+	}
+}
+
+// idleWait is how long a goroutine whose event's work is done waits for the next event's.
+const idleWait = pollInterval
+
+// run runs an event's work (d.mu held) on a goroutine that did an earlier event's and waits for
+// the next, or on a new one. A goroutine per event began with a small stack and grew it, copying
+// it, on its way into net/http and the store, for every event.
+func (d *Deliverer) run(work func()) {
+	select {
+	case d.idle <- work:
+	default:
+		go d.worker(work)
+	}
+}
+
+// worker does work, then the work run hands it, until none came for idleWait or Stop abandoned
+// the attempts.
+func (d *Deliverer) worker(work func()) {
+	var wait *time.Timer
+	for {
+		work()
+		work = nil // what it holds of its event goes now, not with the next event's work
+		if wait == nil {
+			wait = time.NewTimer(idleWait)
+		} else {
+			wait.Reset(idleWait)
+		}
+		select {
+		case work = <-d.idle:
+		case <-wait.C:
+			return
+		case <-d.attemptsCtx.Done():
+			return
+		}
 	}
 }
 
