@@ -64,6 +64,8 @@ type Deliverer struct {
 	wake chan struct{}
 	// attempts counts the events started and not yet recorded, for Stop to wait for.
 	attempts sync.WaitGroup
+	// idle hands an event's work to a goroutine waiting for it (run).
+	idle chan func()
 
 	mu      sync.Mutex
 	current *settings
@@ -95,11 +97,14 @@ type Deliverer struct {
 	started        bool
 	stopped        bool
 	// Set by Start, for Stop: the lease loop's cancel and end, and the workers' context, which
-	// ends only when Stop gives up waiting for them.
+	// ends only when Stop gives up waiting for them; recordCtx ends outboxTimeout after it, so
+	// an outcome being recorded then has that long to finish (see store). One for all events:
+	// a context per event to the same end cost each event three allocations.
 	stopLeasing     context.CancelFunc
 	loopDone        chan struct{}
 	attemptsCtx     context.Context
 	abandonAttempts context.CancelFunc
+	recordCtx       context.Context
 }
 
 // New makes a deliverer for one route (namespace) of an outbox. It does nothing until Start.
@@ -114,6 +119,7 @@ func New(out dedupe.Outbox, namespace string, cfg Config, logger *zap.Logger) *D
 		namespace:      namespace,
 		logger:         logger,
 		wake:           make(chan struct{}, 1),
+		idle:           make(chan func()),
 		starts:         startsOf(out),
 		entitiesInWork: make(map[string]bool),
 		maxHeld:        maxHeldBytes,
@@ -152,6 +158,9 @@ func (d *Deliverer) Start() {
 	d.stopLeasing = stopLeasing
 	d.loopDone = make(chan struct{})
 	d.attemptsCtx, d.abandonAttempts = context.WithCancel(context.Background())
+	recordCtx, stopRecording := context.WithCancel(context.Background())
+	d.recordCtx = recordCtx
+	context.AfterFunc(d.attemptsCtx, func() { time.AfterFunc(outboxTimeout, stopRecording) })
 	go d.leaseLoop(loopCtx)
 }
 
@@ -202,6 +211,7 @@ func (d *Deliverer) Stop(ctx context.Context) error {
 	d.stopped = true
 	for _, next := range d.ready {
 		d.letGo(next.ev)
+		next.lease.ctx.done()
 	}
 	d.ready = nil // left to their leases
 	d.mu.Unlock()

@@ -19,8 +19,8 @@ const startMargin = outboxTimeout
 // leasedEvent is an event leased ahead: leased, not yet started.
 type leasedEvent struct {
 	ev *dedupe.Event
-	// until is the end of its lease.
-	until time.Time
+	// lease is its lease's end, and the context the events leased with it share.
+	lease leaseEnd
 	// leasedWith is the settings its lease was sized for (see settingsAfterLease).
 	leasedWith *settings
 }
@@ -34,8 +34,23 @@ func (d *Deliverer) queueLeased(s *settings, events []*dedupe.Event) {
 		return cmp.Or(cmp.Compare(a.Entity, b.Entity), cmp.Compare(b.Version, a.Version))
 	})
 	d.hold(events)
+	if len(events) == 0 {
+		return
+	}
+	// Lease moved NextAttempt to the lease's end, one for all the events it hands out.
+	until, same := events[0].NextAttempt, 0
 	for _, ev := range events {
-		d.ready = append(d.ready, leasedEvent{ev: ev, until: ev.NextAttempt, leasedWith: s}) // Lease moved NextAttempt to the lease's end
+		if ev.NextAttempt.Equal(until) {
+			same++
+		}
+	}
+	shared := d.newLeaseContext(until, same)
+	for _, ev := range events {
+		lease := leaseEnd{until: ev.NextAttempt}
+		if lease.until.Equal(until) {
+			lease.ctx = shared
+		}
+		d.ready = append(d.ready, leasedEvent{ev: ev, lease: lease, leasedWith: s})
 	}
 }
 
@@ -54,11 +69,12 @@ func (d *Deliverer) dispatch(now time.Time) {
 	for len(d.ready) > 0 && d.attempting+d.recording < 2*workers {
 		next := d.ready[0]
 		s := d.settingsAfterLease(next.leasedWith)
-		if next.until.Sub(now) < s.cfg.Timeout+startMargin {
-			d.ready = slices.Delete(d.ready, 0, 1)
+		if next.lease.until.Sub(now) < s.cfg.Timeout+startMargin {
+			d.popReady()
 			d.letGo(next.ev)
+			next.lease.ctx.done()
 			d.logger.Debug("event leased ahead waited too long to start; left to come due again after its lease",
-				zap.String("event_id", next.ev.ID), zap.Time("lease_end", next.until))
+				zap.String("event_id", next.ev.ID), zap.Time("lease_end", next.lease.until))
 			continue
 		}
 		ev := next.ev
@@ -68,17 +84,18 @@ func (d *Deliverer) dispatch(now time.Time) {
 				break
 			}
 		}
-		d.ready = slices.Delete(d.ready, 0, 1)
+		d.popReady()
 		started = true
 		d.attempts.Add(1)
 		if entityBusy {
 			d.dropBody(ev) // postponed or superseded, not sent
 			d.recording++
-			go func() {
+			d.run(func() {
 				defer d.attempts.Done()
+				defer next.lease.ctx.done()
 				defer d.recorded("")
-				d.postponeUnlessSuperseded(s, ev, next.until)
-			}()
+				d.postponeUnlessSuperseded(s, ev, next.lease)
+			})
 			continue
 		}
 		d.attempting++
@@ -86,17 +103,62 @@ func (d *Deliverer) dispatch(now time.Time) {
 			d.entitiesInWork[ev.Entity] = true
 		}
 		permit := d.permitUsed
-		go func() {
+		d.run(func() {
 			defer d.attempts.Done()
+			defer next.lease.ctx.done()
 			defer d.recorded(ev.Entity)
 			slot := &upstreamSlot{d: d, ev: ev, held: true, since: now, permit: permit}
 			defer slot.release()
-			d.process(s, ev, next.until, slot)
-		}()
+			d.process(s, ev, next.lease, slot)
+		})
 	}
 	if started {
 		d.Notify() // the lease loop may refill what was leased ahead
 	}
+}
+
+// idleWait is how long a goroutine whose event's work is done waits for the next event's.
+const idleWait = pollInterval
+
+// run runs an event's work (d.mu held) on a goroutine that did an earlier event's and waits for
+// the next, or on a new one. A goroutine per event began with a small stack and grew it, copying
+// it, on its way into net/http and the store, for every event.
+func (d *Deliverer) run(work func()) {
+	select {
+	case d.idle <- work:
+	default:
+		go d.worker(work)
+	}
+}
+
+// worker does work, then the work run hands it, until none came for idleWait or Stop abandoned
+// the attempts.
+func (d *Deliverer) worker(work func()) {
+	var wait *time.Timer
+	for {
+		work()
+		work = nil // what it holds of its event goes now, not with the next event's work
+		if wait == nil {
+			wait = time.NewTimer(idleWait)
+		} else {
+			wait.Reset(idleWait)
+		}
+		select {
+		case work = <-d.idle:
+		case <-wait.C:
+			return
+		case <-d.attemptsCtx.Done():
+			return
+		}
+	}
+}
+
+// popReady drops the first of the events leased ahead (d.mu held). It moves none of the others,
+// as slices.Delete did (a copy of every waiting event per start); append copies the waiting ones
+// to a new array only once they outgrow what is left of the old one.
+func (d *Deliverer) popReady() {
+	d.ready[0] = leasedEvent{} // the event goes with its attempt
+	d.ready = d.ready[1:]
 }
 
 // upstreamSlot is one event's hold on a worker's slot and on its body, from its start until

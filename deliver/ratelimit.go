@@ -267,7 +267,7 @@ func (d *Deliverer) rateRoom(now time.Time, n int) int {
 // while its entity's delivered version was read (a slow store): sent late on the old start, it
 // would crowd the window of the starts taken since. It says whether the event may be sent now;
 // if no start comes before the event must start (until), it comes due again after its lease.
-func (d *Deliverer) startAgainIfLapsed(s *settings, slot *upstreamSlot, until time.Time, logger *zap.Logger) bool {
+func (d *Deliverer) startAgainIfLapsed(s *settings, slot *upstreamSlot, until time.Time, log eventLog) bool {
 	rate := s.cfg.Rate
 	if !rate.limited() {
 		return true
@@ -283,12 +283,12 @@ func (d *Deliverer) startAgainIfLapsed(s *settings, slot *upstreamSlot, until ti
 	for {
 		asked := time.Now()
 		if until.Sub(asked) < s.cfg.Timeout+startMargin {
-			logger.Info("event waited too long for a start of the delivery rate; it comes due again after its lease")
+			log.logger().Info("event waited too long for a start of the delivery rate; it comes due again after its lease")
 			return false
 		}
 		wait, err := d.starts.TakeStart(d.attemptsCtx, d.namespace, spacing, ahead)
 		if err != nil {
-			logger.Warn("taking a start of the delivery rate failed; the event comes due again after its lease", zap.Error(err))
+			log.logger().Warn("taking a start of the delivery rate failed; the event comes due again after its lease", zap.Error(err))
 			return false
 		}
 		from, to := d.startWindow(asked, time.Now(), wait, use)

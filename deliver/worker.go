@@ -22,32 +22,42 @@ const (
 )
 
 // process takes one leased event to its next state: superseded, delivered, due again later, or
-// dead. If its outcome cannot be recorded before its lease ends (until), the lease lapses and
+// dead. If its outcome cannot be recorded before its lease ends, the lease lapses and
 // it is tried again. It releases slot as soon as the upstream is done with the event, before
 // the outcome is recorded.
-func (d *Deliverer) process(s *settings, ev *dedupe.Event, until time.Time, slot *upstreamSlot) {
-	logger := d.logger.WithLazy(zap.String("event_id", ev.ID)) // encoded only if something is logged
-	if ev.Entity != "" && (d.supersedeIfOutdated(s, ev, until, slot, logger) || !d.startAgainIfLapsed(s, slot, until, logger)) {
+func (d *Deliverer) process(s *settings, ev *dedupe.Event, lease leaseEnd, slot *upstreamSlot) {
+	log := eventLog{d.logger, ev.ID}
+	if ev.Entity != "" && (d.supersedeIfOutdated(s, ev, lease, slot, log) || !d.startAgainIfLapsed(s, slot, lease.until, log)) {
 		return
 	}
 	result := attempt(d.attemptsCtx, s.client, s.cfg, ev, ev.Attempts+1)
 	if result.verdict == abandoned {
-		logger.Info("attempt abandoned because the deliverer stopped; the event comes due again after its lease")
+		log.logger().Info("attempt abandoned because the deliverer stopped; the event comes due again after its lease")
 		return
 	}
-	d.recordAttempt(s.cfg, ev, result, until, slot, logger)
+	d.recordAttempt(s.cfg, ev, result, lease, slot, log)
 }
+
+// eventLog logs about one event. The logger naming it is made only when something is logged:
+// a delivered event, the common case, logs nothing above debug, and a logger per event (even
+// zap's lazy one) cost it five allocations.
+type eventLog struct {
+	base *zap.Logger
+	id   string
+}
+
+func (l eventLog) logger() *zap.Logger { return l.base.With(zap.String("event_id", l.id)) }
 
 // supersedeIfOutdated marks ev Superseded, unsent, when its entity already has a newer version
 // delivered. It reports whether ev is settled for now: superseded, or left to its lease
 // because the delivered version could not be read. A superseded event needs no slot (nil if
 // it held none) while it is recorded.
-func (d *Deliverer) supersedeIfOutdated(s *settings, ev *dedupe.Event, until time.Time, slot *upstreamSlot, logger *zap.Logger) (settled bool) {
+func (d *Deliverer) supersedeIfOutdated(s *settings, ev *dedupe.Event, lease leaseEnd, slot *upstreamSlot, log eventLog) (settled bool) {
 	ctx, cancel := context.WithTimeout(d.attemptsCtx, outboxTimeout)
 	defer cancel()
 	delivered, found, err := d.out.DeliveredVersion(ctx, d.namespace, ev.Entity)
 	if err != nil {
-		logger.Error("reading the entity's delivered version failed; the event comes due again after its lease",
+		log.logger().Error("reading the entity's delivered version failed; the event comes due again after its lease",
 			zap.Error(err))
 		return true
 	}
@@ -59,17 +69,17 @@ func (d *Deliverer) supersedeIfOutdated(s *settings, ev *dedupe.Event, until tim
 	ev.LastError = fmt.Sprintf("superseded: version %d of the entity was already delivered", delivered)
 	ev.UpdatedAt = time.Now()
 	slot.release()
-	if d.store(ev, s.cfg.Keep, until, logger) {
+	if d.store(ev, s.cfg.Keep, lease, log) {
 		s.cfg.recorded(ev.State)
 	}
-	logger.Info("event superseded, not sent", zap.Int64("version", ev.Version), zap.Int64("delivered_version", delivered))
+	log.logger().Info("event superseded, not sent", zap.Int64("version", ev.Version), zap.Int64("delivered_version", delivered))
 	return true
 }
 
 // recordAttempt turns the outcome of attempt number ev.Attempts+1 into ev's next state, feeds
 // the upstream's health, releases slot (the next attempt then sees that health), and stores
 // the state.
-func (d *Deliverer) recordAttempt(cfg Config, ev *dedupe.Event, result attemptResult, until time.Time, slot *upstreamSlot, logger *zap.Logger) {
+func (d *Deliverer) recordAttempt(cfg Config, ev *dedupe.Event, result attemptResult, lease leaseEnd, slot *upstreamSlot, log eventLog) {
 	now := time.Now()
 	ev.Attempts++
 	ev.LastStatus = result.status
@@ -97,18 +107,21 @@ func (d *Deliverer) recordAttempt(cfg Config, ev *dedupe.Event, result attemptRe
 		}
 	}
 	slot.release()
-	if !d.store(ev, keep, until, logger) {
+	if !d.store(ev, keep, lease, log) {
 		return
 	}
 	cfg.recorded(ev.State)
 	switch ev.State {
 	case dedupe.Delivered:
-		logger.Debug("event delivered", zap.Int("attempt", ev.Attempts), zap.Int("status", result.status))
+		// Checked first: the fields of a call that logs nothing are allocated all the same.
+		if ce := log.base.Check(zap.DebugLevel, "event delivered"); ce != nil {
+			ce.Write(zap.String("event_id", ev.ID), zap.Int("attempt", ev.Attempts), zap.Int("status", result.status))
+		}
 	case dedupe.Dead:
-		logger.Warn("event dead-lettered", zap.Int("attempts", ev.Attempts),
+		log.logger().Warn("event dead-lettered", zap.Int("attempts", ev.Attempts),
 			zap.Int("last_status", ev.LastStatus), zap.String("last_error", ev.LastError))
 	case dedupe.Pending:
-		logger.Info("attempt failed; retrying", zap.Int("attempt", ev.Attempts), zap.Int("status", result.status),
+		log.logger().Info("attempt failed; retrying", zap.Int("attempt", ev.Attempts), zap.Int("status", result.status),
 			zap.String("reason", ev.LastError), zap.Duration("retry_in", delay))
 		if delay < pollInterval {
 			time.AfterFunc(delay, d.Notify) // sooner than the loop would look on its own
@@ -119,14 +132,14 @@ func (d *Deliverer) recordAttempt(cfg Config, ev *dedupe.Event, result attemptRe
 // postponeUnlessSuperseded puts ev back, unattempted, for a little while, because another event
 // of its entity is being worked on; unless a newer version is already delivered, which makes
 // it superseded whatever that other event's fate.
-func (d *Deliverer) postponeUnlessSuperseded(s *settings, ev *dedupe.Event, until time.Time) {
-	logger := d.logger.WithLazy(zap.String("event_id", ev.ID))
-	if d.supersedeIfOutdated(s, ev, until, nil, logger) {
+func (d *Deliverer) postponeUnlessSuperseded(s *settings, ev *dedupe.Event, lease leaseEnd) {
+	log := eventLog{d.logger, ev.ID}
+	if d.supersedeIfOutdated(s, ev, lease, nil, log) {
 		return
 	}
 	ev.NextAttempt = time.Now().Add(entityBusyDelay)
-	if d.store(ev, 0, until, logger) {
-		logger.Debug("event postponed: another event of its entity is in flight")
+	if d.store(ev, 0, lease, log) {
+		log.logger().Debug("event postponed: another event of its entity is in flight")
 	}
 }
 
@@ -135,33 +148,31 @@ func (d *Deliverer) postponeUnlessSuperseded(s *settings, ev *dedupe.Event, unti
 const noRoomDelay = time.Minute
 
 // store records ev in the outbox (keep is the retention of a final state) and reports whether
-// it did. It waits for a slow store until the event's lease ends (until), and at least
+// it did. It waits for a slow store until the event's lease ends, and at least
 // outboxTimeout: giving up earlier would send a delivered event again for nothing, while
 // past the lease another worker may have taken it. Once Stop abandons the attempts, it waits
-// outboxTimeout more at most. A failure is logged: the event's lease lapses and it is tried
+// outboxTimeout more at most (recordCtx). A failure is logged: the event's lease lapses and it is tried
 // again, as at-least-once delivery allows. If another worker did take it (ErrLeaseLost), that
 // worker's outcome is the latest and this one is dropped.
-func (d *Deliverer) store(ev *dedupe.Event, keep time.Duration, until time.Time, logger *zap.Logger) bool {
-	ctx, cancel := context.WithDeadline(context.Background(), later(until, time.Now().Add(outboxTimeout)))
+func (d *Deliverer) store(ev *dedupe.Event, keep time.Duration, lease leaseEnd, log eventLog) bool {
+	ctx, cancel := d.recordContext(lease)
 	defer cancel()
-	stopWaiting := context.AfterFunc(d.attemptsCtx, func() { time.AfterFunc(outboxTimeout, cancel) })
-	defer stopWaiting()
 	err := d.out.Update(ctx, ev, keep)
 	switch {
 	case errors.Is(err, dedupe.ErrNoRoom) && ev.State == dedupe.Dead:
 		// Dead-lettering copies the body, which a nearly full disk has no room for: the event
 		// stays pending and dies once there is room (or is delivered, if the upstream relents).
-		logger.Warn("dead-lettering postponed: the ledger's disk has no room to keep the body; the event stays pending",
+		log.logger().Warn("dead-lettering postponed: the ledger's disk has no room to keep the body; the event stays pending",
 			zap.String("reason", ev.LastError), zap.Duration("retry_in", noRoomDelay))
 		ev.State, ev.NextAttempt = dedupe.Pending, time.Now().Add(noRoomDelay)
-		d.store(ev, 0, until, logger)
+		d.store(ev, 0, lease, log)
 		return false
 	case errors.Is(err, dedupe.ErrLeaseLost):
-		logger.Warn("the event's lease ran out and another worker took it over; this worker's outcome is dropped",
-			zap.String("state", string(ev.State)), zap.Time("lease_end", until))
+		log.logger().Warn("the event's lease ran out and another worker took it over; this worker's outcome is dropped",
+			zap.String("state", string(ev.State)), zap.Time("lease_end", lease.until))
 		return false
 	case err != nil:
-		logger.Error("recording the event's state failed; it comes due again after its lease",
+		log.logger().Error("recording the event's state failed; it comes due again after its lease",
 			zap.String("state", string(ev.State)), zap.Error(err))
 		return false
 	}

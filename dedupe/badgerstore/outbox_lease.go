@@ -118,6 +118,9 @@ func (b *Store) leaseRound(ctx context.Context, namespace string, prefix []byte,
 	}
 	floor = scan.earliest
 	taken := 0
+	// The events share one allocation: they are handed out and dropped together, and the
+	// bodies, which the deliverer lets go one by one, are not in it.
+	events := make([]dedupe.Event, 0, len(picks))
 	for _, p := range picks {
 		if p.fromScan {
 			taken++
@@ -130,7 +133,8 @@ func (b *Store) leaseRound(ctx context.Context, namespace string, prefix []byte,
 		if !ok {
 			continue
 		}
-		ev := p.keys.event(p.rec, p.payload)
+		events = append(events, *p.keys.event(p.rec, p.payload))
+		ev := &events[len(events)-1]
 		ev.NextAttempt, ev.LeaseToken = until, token
 		out = append(out, ev)
 	}
@@ -252,6 +256,10 @@ type dueScan struct {
 func scanDue(txn *badger.Txn, namespace string, prefix []byte, from string, limit uint64, n int, clock time.Time, held func(id string) bool) (dueScan, error) {
 	it := keyIterator(txn, prefix)
 	defer it.Close()
+	keys, err := keyPrefixes(namespace)
+	if err != nil {
+		return dueScan{}, err
+	}
 	// Past the limit: every entry at or before it is walked (entries due at it too).
 	limitFloor := string(binary.BigEndian.AppendUint64(nil, limit+1))
 	scan := dueScan{earliest: limitFloor}
@@ -259,11 +267,12 @@ func scanDue(txn *badger.Txn, namespace string, prefix []byte, from string, limi
 	passed := 0
 	for it.Seek(seekKey(prefix, from)); it.Valid(); it.Next() {
 		k := it.Item().Key()
-		at, id, err := splitIndexKey(k, len(prefix))
-		if err != nil {
-			return dueScan{}, err
+		if len(k) <= len(prefix)+nanosLen {
+			return dueScan{}, fmt.Errorf("corrupt index key %q", k)
 		}
+		// The entry's floor (its key after the prefix) ends with its ID: one string for both.
 		here := string(k[len(prefix):])
+		at, id := binary.BigEndian.Uint64(k[len(prefix):]), here[nanosLen:]
 		if at > limit {
 			scan.earliest = limitFloor
 			break
@@ -280,10 +289,7 @@ func scanDue(txn *badger.Txn, namespace string, prefix []byte, from string, limi
 			passed++
 			continue
 		}
-		ok, err := keysFor(namespace, id)
-		if err != nil {
-			return dueScan{}, err
-		}
+		ok := keys.of(id)
 		rec, live, err := getRecord(txn, ok.record, clock)
 		if err != nil {
 			return dueScan{}, err
@@ -304,4 +310,29 @@ func scanDue(txn *badger.Txn, namespace string, prefix []byte, from string, limi
 		scan.due = append(scan.due, dueEvent{at: at, floor: here, keys: ok, rec: rec})
 	}
 	return scan, nil
+}
+
+// eventKeyPrefixes are a namespace's record and payload keys without the ID, from which a scan
+// makes each event's two keys in one allocation rather than keysFor's two.
+type eventKeyPrefixes struct {
+	ns              string
+	record, payload []byte
+}
+
+func keyPrefixes(namespace string) (eventKeyPrefixes, error) {
+	record, err := key(namespace, kindOutbox, "")
+	if err != nil {
+		return eventKeyPrefixes{}, err
+	}
+	payload, _ := key(namespace, kindPayload, "") // namespace already checked
+	return eventKeyPrefixes{ns: namespace, record: record, payload: payload}, nil
+}
+
+// of is keysFor(namespace, id) for an ID that is not empty.
+func (p eventKeyPrefixes) of(id string) outboxKeys {
+	both := make([]byte, 0, len(p.record)+len(p.payload)+2*len(id))
+	record := append(append(both, p.record...), id...)
+	payload := append(record[len(record):], p.payload...)
+	payload = append(payload, id...)
+	return outboxKeys{ns: p.ns, id: id, record: record[:len(record):len(record)], payload: payload}
 }

@@ -26,6 +26,24 @@ import (
 type leaseTable struct {
 	mu sync.Mutex
 	ns map[string]*nsLeases
+	// spare is what is left of the chunk that new entries are cut from (newEntry).
+	spare []heldLease
+}
+
+// leaseChunk is how many entries newEntry allocates at once: one allocation per chunk rather
+// than per leased event. A chunk stays in memory while one of its entries does, and the table
+// holds only the events handed out and not yet updated, so a few chunks at most.
+const leaseChunk = 64
+
+// newEntry makes an entry for the event id (t.mu held), not yet in the table.
+func (t *leaseTable) newEntry(id string) *heldLease {
+	if len(t.spare) == 0 {
+		t.spare = make([]heldLease, leaseChunk)
+	}
+	e := &t.spare[0]
+	t.spare = t.spare[1:]
+	e.id, e.index = id, -1
+	return e
 }
 
 // nsLeases are one namespace's leases.
@@ -148,7 +166,7 @@ func (t *leaseTable) take(namespace, id string, token, seq uint64, until time.Ti
 	case token == 0 && e != nil, token != 0 && (e == nil || e.token != token || e.updating > 0):
 		return 0, false
 	case e == nil:
-		e = &heldLease{id: id, index: -1}
+		e = t.newEntry(id)
 		ns.byID[id] = e
 	}
 	e.token, e.until = tokens.Add(1), until
@@ -209,7 +227,8 @@ func (t *leaseTable) beginUpdate(namespace, id string, token, stored uint64) boo
 	case e == nil && token != stored, e != nil && token != e.token:
 		return false
 	case e == nil:
-		e = &heldLease{id: id, token: token, index: -1}
+		e = t.newEntry(id)
+		e.token = token
 		ns.byID[id] = e
 	}
 	e.updating++
