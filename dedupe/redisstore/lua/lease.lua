@@ -35,9 +35,13 @@ while wanted() and examined < budget do
     local h = T .. 'e:' .. id
     -- The whole hash in one read: most entries read are handed out, with all their fields.
     local all = redis.call('HGETALL', h)
-    local cur = {}
-    for i = 1, #all, 2 do cur[all[i]] = i end
-    local st = cur.st and all[cur.st + 1]
+    local ist, ient, ibb, itok, inxt, iln -- where in all the values of these fields are
+    for i = 2, #all, 2 do
+      local f = all[i - 1]
+      if f == 'st' then ist = i elseif f == 'ent' then ient = i elseif f == 'bb' then ibb = i
+      elseif f == 'tok' then itok = i elseif f == 'nxt' then inxt = i elseif f == 'ln' then iln = i end
+    end
+    local st = ist and all[ist]
     if #all == 0 then
       -- Its hash is gone, which the scripts never leave so: Redis evicted or lost it, or someone
       -- deleted it. Nothing is left to deliver; kept, the entry would be met by every Lease.
@@ -48,7 +52,7 @@ while wanted() and examined < budget do
     elseif st ~= 'pending' then
       redis.call('ZREM', q, id) -- cannot happen while the scripts keep the queue; never hand it out
     else
-      local entity = cur.ent and all[cur.ent + 1] or ''
+      local entity = ient and all[ient] or ''
       local held = false
       if entity ~= '' and not mine[entity] then
         local ends = redis.call('ZSCORE', T .. 'L', entity)
@@ -79,19 +83,14 @@ while wanted() and examined < budget do
           end
           redis.call('SADD', o, id)
         end
-        local tok = string.format('%d', tonumber(cur.tok and all[cur.tok + 1] or '0') + 1)
+        local tok = string.format('%d', tonumber(itok and all[itok] or '0') + 1)
         redis.call('HSET', h, 'tok', tok, 'nxt', untilNs, 'ln', run)
         -- What HGETALL would read now: the fields read, with the three just written.
-        for _, fv in ipairs({{'tok', tok}, {'nxt', untilNs}, {'ln', run}}) do
-          local f, v = fv[1], fv[2]
-          if cur[f] then
-            all[cur[f] + 1] = v
-          else
-            all[#all + 1], all[#all + 2] = f, v
-          end
-        end
+        if itok then all[itok] = tok else all[#all + 1], all[#all + 2] = 'tok', tok end
+        if inxt then all[inxt] = untilNs else all[#all + 1], all[#all + 2] = 'nxt', untilNs end
+        if iln then all[iln] = run else all[#all + 1], all[#all + 2] = 'ln', run end
         out[#out + 1] = all
-        bytes = bytes + tonumber(cur.bb and all[cur.bb + 1] or '0')
+        bytes = bytes + tonumber(ibb and all[ibb] or '0')
       end
     end
   end
