@@ -18,9 +18,11 @@ import (
 // BenchmarkEventCycle measures what one async event costs the store, as the gateway runs it:
 // Accepts from 64 concurrent requests, then a deliverer's loop (Lease as many as 16 workers
 // have room for, each worker's Update to Delivered). Per event and phase it reports the time it
-// took, the commands Redis ran (inside scripts too), the script runs, Redis's reads from its
-// clients (with appendfsync always, roughly one fsync each), Redis's CPU, the bytes appended to
-// its AOF and sent each way, and this process's CPU; -v logs the commands by name. Run:
+// took, the commands Redis ran (inside scripts too), the script runs and the time Redis spent
+// in them (commandstats' usec: the scripts' own work, without the network, the AOF write and
+// its fsync, so steadier than the CPU figure), Redis's reads from its clients (with appendfsync
+// always, roughly one fsync each), Redis's CPU, the bytes appended to its AOF and sent each way,
+// and this process's CPU; -v logs the commands by name, with their µs. Run:
 //
 //	go test -run '^$' -bench EventCycle -benchtime 20000x ./dedupe/redisstore/
 func BenchmarkEventCycle(b *testing.B) {
@@ -112,6 +114,7 @@ func measure(b *testing.B, s *Store, phase string, n int, f func()) {
 	report(float64((cpuAfter-cpuBefore).Microseconds())/float64(n), "client-µs/event")
 	report(per("aof"), "aof-B/event")
 	report(per("cmdstat_evalsha")+per("cmdstat_eval"), "scripts/event")
+	report(per("usec_evalsha")+per("usec_eval"), "script-µs/event")
 	report(per("calls"), "cmds/event")
 	report(per("net_in"), "in-B/event")
 	report(per("reads"), "reads/event")
@@ -124,7 +127,8 @@ func measure(b *testing.B, s *Store, phase string, n int, f func()) {
 	}
 	slices.Sort(names)
 	for _, k := range names {
-		b.Logf("%s: %-16s %6.2f per event", phase, strings.TrimPrefix(k, "cmdstat_"), per(k))
+		name := strings.TrimPrefix(k, "cmdstat_")
+		b.Logf("%s: %-16s %6.2f per event, %6.2f µs", phase, name, per(k), per("usec_"+name))
 	}
 }
 
@@ -144,11 +148,14 @@ func redisStats(b *testing.B, s *Store) map[string]float64 {
 		}
 		switch {
 		case strings.HasPrefix(k, "cmdstat_"):
-			calls, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
+			calls, rest, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
+			usec, _, _ := strings.Cut(strings.TrimPrefix(rest, "usec="), ",")
 			c, _ := strconv.ParseFloat(calls, 64)
+			u, _ := strconv.ParseFloat(usec, 64)
 			if k != "cmdstat_info" {
 				m[k] = c
 				m["calls"] += c
+				m["usec_"+strings.TrimPrefix(k, "cmdstat_")] = u
 			}
 		case k == "used_cpu_sys" || k == "used_cpu_user":
 			c, _ := strconv.ParseFloat(v, 64)

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -80,5 +81,28 @@ func TestChunkedLeaseHandsEachEventOutOnce(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A call whose first read of the due queue hands out a few events and meets a long run of a held
+// entity's events reads on past them, and hands out each event behind them once, not again the
+// ones it already handed out (which stay in the queue until the call moves them all).
+func TestLeaseReadingPastAHeldEntityHandsOutEachEventOnce(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	acceptAt(t, s, "x0", "cus_x", 1, base)
+	if evs := lease(t, s, base, 1); len(evs) != 1 || evs[0].ID != "x0" {
+		t.Fatalf("leased %v, want x0 to hold cus_x", ids(evs))
+	}
+	at := base.Add(time.Millisecond)
+	acceptAt(t, s, "p1", "", 0, at)
+	acceptAt(t, s, "p2", "", 0, at.Add(time.Millisecond))
+	for i := 1; i <= 10; i++ {
+		acceptAt(t, s, fmt.Sprintf("x%02d", i), "cus_x", int64(i+1), at.Add(time.Duration(1+i)*time.Millisecond))
+	}
+	acceptAt(t, s, "p3", "", 0, at.Add(20*time.Millisecond))
+	evs := lease(t, s, base.Add(time.Second), 4)
+	if got := ids(evs); !slices.Equal(got, []string{"p1", "p2", "p3"}) {
+		t.Fatalf("leased %v, want p1, p2 and p3 once each", got)
 	}
 }

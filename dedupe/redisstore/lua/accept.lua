@@ -10,11 +10,13 @@ local k = tonumber(ARGV[10])
 local ids = {}
 for i = 1, k do ids[i] = T .. ARGV[10 + i] end
 local h = T .. 'e:' .. id
-if redis.call('HGET', h, 'ac') == mine then return 'claimed' end
-
+-- Its own first run left the dedupe keys done, or (without dedupe keys, or once they expired)
+-- the event: only then is the hash read for the token, so a new event costs no read of it.
 local out = dedupeOutcome(ids)
-if out then return out end
-if redis.call('EXISTS', h) == 1 then return 'duplicate' end
+if out or redis.call('EXISTS', h) == 1 then
+  if redis.call('HGET', h, 'ac') == mine then return 'claimed' end
+  return out or 'duplicate'
+end
 local vk = T .. 'v:' .. entity
 if entity ~= '' and not newer(vk, version) then return 'stale' end
 if maxPending > 0 and redis.call('ZCARD', T .. 's:pending') >= maxPending then return 'full' end

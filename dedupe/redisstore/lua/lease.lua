@@ -24,7 +24,7 @@ end
 -- The due entries are read a few more than still wanted at a time, not the whole budget at once:
 -- most runs hand out the first n, and each entry read costs Redis its score's formatting.
 local out, bytes, mine, examined, left, gone = {0, 0}, 0, {}, 0, 0, 0
-local moved = false -- whether this run took an event it hands out off the queue yet
+local moved = {} -- the events handed out, due again at the lease end (one ZADD once all are read)
 local function wanted() return #out - 2 < n and bytes < maxBytes end
 while wanted() and examined < budget do
   local chunk = math.min(n - (#out - 2) + 8, budget - examined)
@@ -33,18 +33,26 @@ while wanted() and examined < budget do
     if not wanted() then break end
     examined = examined + 1
     local h = T .. 'e:' .. id
-    local cur = redis.call('HMGET', h, 'st', 'ent', 'bb', 'tok')
-    if not cur[1] and redis.call('EXISTS', h) == 0 then
+    -- The whole hash in one read: most entries read are handed out, with all their fields.
+    local all = redis.call('HGETALL', h)
+    local ist, ient, ibb, itok, inxt, iln -- where in all the values of these fields are
+    for i = 2, #all, 2 do
+      local f = all[i - 1]
+      if f == 'st' then ist = i elseif f == 'ent' then ient = i elseif f == 'bb' then ibb = i
+      elseif f == 'tok' then itok = i elseif f == 'nxt' then inxt = i elseif f == 'ln' then iln = i end
+    end
+    local st = ist and all[ist]
+    if #all == 0 then
       -- Its hash is gone, which the scripts never leave so: Redis evicted or lost it, or someone
       -- deleted it. Nothing is left to deliver; kept, the entry would be met by every Lease.
       redis.call('ZREM', q, id)
       gone = gone + 1
-    elseif not cur[1] then
+    elseif not st then
       left = left + 1 -- a hash without a state, which no script writes: leave it be
-    elseif cur[1] ~= 'pending' then
+    elseif st ~= 'pending' then
       redis.call('ZREM', q, id) -- cannot happen while the scripts keep the queue; never hand it out
     else
-      local entity = cur[2] or ''
+      local entity = ient and all[ient] or ''
       local held = false
       if entity ~= '' and not mine[entity] then
         local ends = redis.call('ZSCORE', T .. 'L', entity)
@@ -59,11 +67,13 @@ while wanted() and examined < budget do
       else
         -- The first one off the queue first, a write that cannot grow memory: Redis at maxmemory
         -- (noeviction) refuses a script's first write that may, and lets the later ones through.
-        -- The others' entries just move to the lease end (ZADD below).
-        if not moved then
+        -- The others' entries stay among the due ones until the ZADD below moves them all.
+        if #moved == 0 then
           redis.call('ZREM', q, id)
-          moved = true
+        else
+          left = left + 1
         end
+        moved[#moved + 1] = id
         if entity ~= '' then
           local o = T .. 'o:' .. entity
           if not mine[entity] then
@@ -73,15 +83,23 @@ while wanted() and examined < budget do
           end
           redis.call('SADD', o, id)
         end
-        local tok = string.format('%d', tonumber(cur[4] or '0') + 1)
+        local tok = string.format('%d', tonumber(itok and all[itok] or '0') + 1)
         redis.call('HSET', h, 'tok', tok, 'nxt', untilNs, 'ln', run)
-        redis.call('ZADD', q, untilUs, id)
-        out[#out + 1] = redis.call('HGETALL', h)
-        bytes = bytes + tonumber(cur[3] or '0')
+        -- What HGETALL would read now: the fields read, with the three just written.
+        if itok then all[itok] = tok else all[#all + 1], all[#all + 2] = 'tok', tok end
+        if inxt then all[inxt] = untilNs else all[#all + 1], all[#all + 2] = 'nxt', untilNs end
+        if iln then all[iln] = run else all[#all + 1], all[#all + 2] = 'ln', run end
+        out[#out + 1] = all
+        bytes = bytes + tonumber(ibb and all[ibb] or '0')
       end
     end
   end
   if #due < chunk then break end -- nothing more is due
+end
+if #moved > 0 then
+  local args = {}
+  for i, id in ipairs(moved) do args[2 * i - 1], args[2 * i] = untilUs, id end
+  redis.call('ZADD', q, unpack(args))
 end
 if examined >= budget and wanted() then out[1] = 1 end
 out[2] = gone

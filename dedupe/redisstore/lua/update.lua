@@ -62,11 +62,16 @@ local nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZADD', T .. 'x', nowMs + tonumber(keep), member)
 -- The listing and x expire with the last of their events (no sooner than keep from now, at most
 -- a slack later), so a namespace gone quiet leaves nothing behind. The slack spares most Updates
--- the writes. x outlives every listing, so a final listing's members are all in x (see Accept).
+-- the writes. x outlives every listing, so a final listing's members are all in x (see Accept):
+-- x is looked at only when a listing is extended, since x is never shorter than any listing (a
+-- listing with members has them in x too, and x got a TTL no shorter than the listing's when
+-- the listing got its own).
 local ms = tonumber(keep)
 local slack = math.min(math.floor(ms / 8), 60000)
-if redis.call('PTTL', T .. 's:' .. state) < ms then redis.call('PEXPIRE', T .. 's:' .. state, ms + slack) end
-if redis.call('PTTL', T .. 'x') < ms + slack then redis.call('PEXPIRE', T .. 'x', ms + 2 * slack) end
+if redis.call('PTTL', T .. 's:' .. state) < ms then
+  redis.call('PEXPIRE', T .. 's:' .. state, ms + slack)
+  if redis.call('PTTL', T .. 'x') < ms + slack then redis.call('PEXPIRE', T .. 'x', ms + 2 * slack) end
+end
 local expired = redis.call('ZRANGEBYSCORE', T .. 'x', '-inf', nowMs, 'LIMIT', 0, 64)
 if #expired > 0 then
   redis.call('ZREM', T .. 'x', unpack(expired))
