@@ -63,33 +63,54 @@ func TestTakeStartAfterRedisClockWentBackWaitsAnIntervalAtMost(t *testing.T) {
 }
 
 // Starts reserved ahead by several nodes are spaced an interval apart on Redis's clock, each
-// told how far ahead its start is; one further ahead than the caller accepts is not taken.
+// told how far ahead its start is; one further ahead than the caller accepts is not taken. Each
+// reserved start is placed on the local clock between its call's start and end plus the wait it
+// was told, so a loaded machine's slow round trips cannot pass for starts reserved too close.
 func TestTakeStartReservesAheadAcrossNodes(t *testing.T) {
 	t.Parallel()
 	a, b := twoNodes(t)
-	ctx := context.Background()
-	const interval, ahead = 300 * time.Millisecond, time.Second
-	first, err := a.TakeStart(ctx, "ns", interval, ahead)
-	if err != nil || first != 0 {
-		t.Fatalf("first start: wait %v, %v; want it taken now", first, err)
+	const interval, ahead, clockSlack = 300 * time.Millisecond, time.Second, 10 * time.Millisecond
+	first := takeStart(t, a, interval, ahead)
+	if first.wait != 0 {
+		t.Fatalf("first start: wait %v; want it taken now", first.wait)
 	}
-	second, err := b.TakeStart(ctx, "ns", interval, ahead)
-	if err != nil || second <= 0 || second > interval {
-		t.Fatalf("the other node's start right after: wait %v, %v; want one reserved within (0, %v]", second, err, interval)
+	second := takeStart(t, b, interval, ahead)
+	third := takeStart(t, a, interval, ahead)
+	for _, c := range []struct {
+		name          string
+		before, after reservation
+		within        time.Duration
+	}{{"the other node's start right after", first, second, interval}, {"a third start", second, third, 2 * interval}} {
+		if c.after.wait > c.within {
+			t.Errorf("%s: wait %v; want at most %v", c.name, c.after.wait, c.within)
+		}
+		if apart := c.after.latest.Sub(c.before.earliest); apart < interval-clockSlack {
+			t.Errorf("%s: reserved at most %v after the one before; want an interval, %v", c.name, apart, interval)
+		}
 	}
-	third, err := a.TakeStart(ctx, "ns", interval, ahead)
-	if err != nil || third <= second || third > 2*interval {
-		t.Fatalf("a third start: wait %v, %v; want one reserved an interval after the second's %v", third, err, second)
+	refused := takeStart(t, b, interval, 0)
+	if refused.end.Before(third.earliest.Add(interval)) && refused.wait <= 0 {
+		t.Fatalf("asking for a start now after two reserved ahead: wait %v; want none taken", refused.wait)
 	}
-	if third-second < interval-50*time.Millisecond {
-		t.Errorf("reserved starts %v and %v apart by less than the interval %v (less the round trip)", second, third, interval)
+	fourth := takeStart(t, b, interval, ahead)
+	if apart := fourth.latest.Sub(third.earliest); apart < interval-clockSlack || fourth.wait > 3*interval {
+		t.Errorf("a fourth start after a refused one: wait %v, reserved at most %v after the third; want an interval after it", fourth.wait, apart)
 	}
-	refused, err := b.TakeStart(ctx, "ns", interval, 0)
-	if err != nil || refused <= 0 {
-		t.Fatalf("asking for a start now after two reserved ahead: wait %v, %v; want none taken", refused, err)
+}
+
+// reservation is one TakeStart's answer, and where the start it reserved falls on the local clock.
+type reservation struct {
+	wait                  time.Duration
+	earliest, latest, end time.Time
+}
+
+func takeStart(t *testing.T, s *Store, interval, ahead time.Duration) reservation {
+	t.Helper()
+	start := time.Now()
+	wait, err := s.TakeStart(context.Background(), "ns", interval, ahead)
+	if err != nil {
+		t.Fatal(err)
 	}
-	fourth, err := b.TakeStart(ctx, "ns", interval, ahead)
-	if err != nil || fourth-third < interval-50*time.Millisecond || fourth > 3*interval {
-		t.Errorf("a fourth start after a refused one: wait %v, %v; want it an interval after the third's %v", fourth, err, third)
-	}
+	end := time.Now()
+	return reservation{wait: wait, earliest: start.Add(wait), latest: end.Add(wait), end: end}
 }
