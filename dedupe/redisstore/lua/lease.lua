@@ -24,7 +24,8 @@ end
 -- The due entries are read a few more than still wanted at a time, not the whole budget at once:
 -- most runs hand out the first n, and each entry read costs Redis its score's formatting.
 local out, bytes, mine, examined, left, gone = {0, 0}, 0, {}, 0, 0, 0
-local moved = {} -- the events handed out, due again at the lease end (one ZADD once all are read)
+local took = false -- whether this run handed out an event yet
+local moved = {} -- the others handed out, due again at the lease end (one ZADD once all are read)
 local function wanted() return #out - 2 < n and bytes < maxBytes end
 while wanted() and examined < budget do
   local chunk = math.min(n - (#out - 2) + 8, budget - examined)
@@ -67,13 +68,17 @@ while wanted() and examined < budget do
       else
         -- The first one off the queue first, a write that cannot grow memory: Redis at maxmemory
         -- (noeviction) refuses a script's first write that may, and lets the later ones through.
-        -- The others' entries stay among the due ones until the ZADD below moves them all.
-        if #moved == 0 then
+        -- It is back at the lease end at once: Redis keeps the writes of a script that fails
+        -- later, and an event off the queue is never handed out again. The others' entries stay
+        -- among the due ones until the ZADD below moves them all.
+        if not took then
           redis.call('ZREM', q, id)
+          redis.call('ZADD', q, untilUs, id)
+          took = true
         else
           left = left + 1
+          moved[#moved + 1] = id
         end
-        moved[#moved + 1] = id
         if entity ~= '' then
           local o = T .. 'o:' .. entity
           if not mine[entity] then
