@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,5 +106,35 @@ func TestLeaseReadingPastAHeldEntityHandsOutEachEventOnce(t *testing.T) {
 	evs := lease(t, s, base.Add(time.Second), 4)
 	if got := ids(evs); !slices.Equal(got, []string{"p1", "p2", "p3"}) {
 		t.Fatalf("leased %v, want p1, p2 and p3 once each", got)
+	}
+}
+
+// A call that meets a long run of a held entity's events reads of each only what tells it the
+// event waits (its state and entity), not the whole event with its body: behind a run of large
+// bodies, reading them all would stall Redis, and every client with it, for the run's length.
+func TestLeasePastAHeldEntityReadsNoBodyOfItsWaitingEvents(t *testing.T) {
+	t.Parallel()
+	srv := ownServer(t)
+	s := storeAt(t, srv.Addr, newPrefix())
+	acceptAt(t, s, "x0", "cus_x", 1, base)
+	if evs := lease(t, s, base, 1); len(evs) != 1 || evs[0].ID != "x0" {
+		t.Fatalf("leased %v, want x0 to hold cus_x", ids(evs))
+	}
+	for i := 1; i <= 20; i++ {
+		acceptAt(t, s, fmt.Sprintf("x%02d", i), "cus_x", int64(i+1), base.Add(time.Duration(i)*time.Millisecond))
+	}
+	acceptAt(t, s, "p1", "", 0, base.Add(time.Second))
+	reads := func() int {
+		stats := s.client.Info(ctx, "commandstats").Val()
+		_, rest, _ := strings.Cut(stats, "cmdstat_hgetall:calls=")
+		n, _ := strconv.Atoi(rest[:strings.IndexByte(rest+",", ',')])
+		return n
+	}
+	before := reads()
+	if got := ids(lease(t, s, base.Add(2*time.Second), 1)); !slices.Equal(got, []string{"p1"}) {
+		t.Fatalf("leased %v, want p1", got)
+	}
+	if n := reads() - before; n > 1 {
+		t.Fatalf("a Lease handing out one event past 20 waiting ones read %d whole events, want 1", n)
 	}
 }

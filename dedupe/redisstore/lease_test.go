@@ -311,6 +311,32 @@ func TestLeaseDropsEntriesOfGoneEvents(t *testing.T) {
 	}
 }
 
+// A Lease call that fails part way through its run of the script (here on a key of another type
+// written by hand under an event's name; Redis keeps a script's writes made before an error)
+// loses none of the events it had already taken: their lease lapses and a later Lease hands
+// them out, once the foreign key is gone.
+func TestLeaseFailingMidRunLosesNoEventItTook(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	tag, _ := s.tag(ns)
+	accept(t, s, claim("e1"), base)
+	accept(t, s, claim("e2"), base.Add(time.Microsecond))
+	s.client.Del(ctx, tag+"e:e2")
+	s.client.Set(ctx, tag+"e:e2", "not a hash", 0)
+	if evs, err := s.Lease(ctx, ns, base.Add(time.Second), 2, time.Minute); err == nil {
+		t.Fatalf("Lease over a string under an event's name: %v, want an error", ids(evs))
+	}
+	s.client.Del(ctx, tag+"e:e2")
+	var got []string
+	for call := 0; call < 3 && len(got) == 0; call++ {
+		got = ids(lease(t, s, base.Add(3*time.Minute), 2))
+	}
+	if len(got) != 1 || got[0] != "e1" {
+		p, _ := s.Pending(ctx, ns)
+		t.Fatalf("after the failed Lease's lease lapsed, Lease handed out %v (%d pending), want [e1]", got, p)
+	}
+}
+
 // An event whose hash is gone (evicted with its dedupe record) may be sent again by its provider
 // and accepted anew under the same ID: the gone one's Pending listing member is not the new
 // event's, and is dropped with the other gone events' members rather than count in Pending (and

@@ -24,7 +24,8 @@ end
 -- The due entries are read a few more than still wanted at a time, not the whole budget at once:
 -- most runs hand out the first n, and each entry read costs Redis its score's formatting.
 local out, bytes, mine, examined, left, gone = {0, 0}, 0, {}, 0, 0, 0
-local moved = {} -- the events handed out, due again at the lease end (one ZADD once all are read)
+local took = false -- whether this run handed out an event yet
+local moved = {} -- the others handed out, due again at the lease end (one ZADD once all are read)
 local function wanted() return #out - 2 < n and bytes < maxBytes end
 while wanted() and examined < budget do
   local chunk = math.min(n - (#out - 2) + 8, budget - examined)
@@ -33,26 +34,20 @@ while wanted() and examined < budget do
     if not wanted() then break end
     examined = examined + 1
     local h = T .. 'e:' .. id
-    -- The whole hash in one read: most entries read are handed out, with all their fields.
-    local all = redis.call('HGETALL', h)
-    local ist, ient, ibb, itok, inxt, iln -- where in all the values of these fields are
-    for i = 2, #all, 2 do
-      local f = all[i - 1]
-      if f == 'st' then ist = i elseif f == 'ent' then ient = i elseif f == 'bb' then ibb = i
-      elseif f == 'tok' then itok = i elseif f == 'nxt' then inxt = i elseif f == 'ln' then iln = i end
-    end
-    local st = ist and all[ist]
-    if #all == 0 then
+    -- Only what decides whether it goes out: an entry may be a held entity's, whose body (it
+    -- may be large, and the run long) this call has no use for.
+    local cur = redis.call('HMGET', h, 'st', 'ent', 'bb', 'tok')
+    if not cur[1] and redis.call('EXISTS', h) == 0 then
       -- Its hash is gone, which the scripts never leave so: Redis evicted or lost it, or someone
       -- deleted it. Nothing is left to deliver; kept, the entry would be met by every Lease.
       redis.call('ZREM', q, id)
       gone = gone + 1
-    elseif not st then
+    elseif not cur[1] then
       left = left + 1 -- a hash without a state, which no script writes: leave it be
-    elseif st ~= 'pending' then
+    elseif cur[1] ~= 'pending' then
       redis.call('ZREM', q, id) -- cannot happen while the scripts keep the queue; never hand it out
     else
-      local entity = ient and all[ient] or ''
+      local entity = cur[2] or ''
       local held = false
       if entity ~= '' and not mine[entity] then
         local ends = redis.call('ZSCORE', T .. 'L', entity)
@@ -67,13 +62,17 @@ while wanted() and examined < budget do
       else
         -- The first one off the queue first, a write that cannot grow memory: Redis at maxmemory
         -- (noeviction) refuses a script's first write that may, and lets the later ones through.
-        -- The others' entries stay among the due ones until the ZADD below moves them all.
-        if #moved == 0 then
+        -- It is back at the lease end at once: Redis keeps the writes of a script that fails
+        -- later, and an event off the queue is never handed out again. The others' entries stay
+        -- among the due ones until the ZADD below moves them all.
+        if not took then
           redis.call('ZREM', q, id)
+          redis.call('ZADD', q, untilUs, id)
+          took = true
         else
           left = left + 1
+          moved[#moved + 1] = id
         end
-        moved[#moved + 1] = id
         if entity ~= '' then
           local o = T .. 'o:' .. entity
           if not mine[entity] then
@@ -83,14 +82,10 @@ while wanted() and examined < budget do
           end
           redis.call('SADD', o, id)
         end
-        local tok = string.format('%d', tonumber(itok and all[itok] or '0') + 1)
+        local tok = string.format('%d', tonumber(cur[4] or '0') + 1)
         redis.call('HSET', h, 'tok', tok, 'nxt', untilNs, 'ln', run)
-        -- What HGETALL would read now: the fields read, with the three just written.
-        if itok then all[itok] = tok else all[#all + 1], all[#all + 2] = 'tok', tok end
-        if inxt then all[inxt] = untilNs else all[#all + 1], all[#all + 2] = 'nxt', untilNs end
-        if iln then all[iln] = run else all[#all + 1], all[#all + 2] = 'ln', run end
-        out[#out + 1] = all
-        bytes = bytes + tonumber(ibb and all[ibb] or '0')
+        out[#out + 1] = redis.call('HGETALL', h)
+        bytes = bytes + tonumber(cur[3] or '0')
       end
     end
   end
