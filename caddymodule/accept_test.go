@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"reflect"
 	"slices"
@@ -161,5 +162,53 @@ func TestQueuedEventKeepsTheRequestHeadersButContentLength(t *testing.T) {
 	header.Set("Webhook-Id", "changed")
 	if kept.Header["Accept"][0] != "application/json" || kept.Header.Get("Webhook-Id") == "changed" {
 		t.Errorf("the queued headers changed with the request's: %v", kept.Header)
+	}
+}
+
+// However many headers a request carries, and values each, a queued event keeps them as
+// Header.Clone would, nil and empty values apart, but Content-Length; and its values are its
+// own: what is added to one of its headers overwrites neither another's nor the request's.
+func TestQueuedEventKeepsEveryValueOfManyHeaders(t *testing.T) {
+	rng := rand.New(rand.NewPCG(22, 2))
+	for i := range 500 {
+		in := http.Header{}
+		for j := range rng.IntN(80) {
+			name := fmt.Sprintf("X-H%d", j)
+			switch j % 9 {
+			case 0:
+				name = "Content-Length"
+			case 1:
+				name = strings.ToLower(name) // as set by hand, not canonical: kept
+			}
+			switch rng.IntN(4) {
+			case 0:
+				in[name] = nil
+			case 1:
+				in[name] = []string{}
+			default:
+				for range 1 + rng.IntN(5) {
+					in[name] = append(in[name], fmt.Sprint(rng.Int()))
+				}
+			}
+		}
+		before := in.Clone()
+		want := in.Clone()
+		delete(want, "Content-Length")
+		h := &Handler{keepSignedURL: i%2 == 0}
+		got := h.storedHeader(in)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%d headers stored as %v, want %v", len(in), got, want)
+		}
+		for name := range got {
+			got[name] = append(got[name], "added")
+		}
+		for name, values := range got {
+			if values[len(values)-1] != "added" || !slices.Equal(values[:len(values)-1], want[name]) {
+				t.Fatalf("header %s holds %q after one value was added to each, want %q and it", name, values, want[name])
+			}
+		}
+		if !reflect.DeepEqual(in, before) {
+			t.Fatalf("the request's headers became %v once the stored ones were added to, want %v", in, before)
+		}
 	}
 }

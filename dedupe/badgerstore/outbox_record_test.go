@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -110,6 +113,81 @@ func TestPayloadEncodesIntoABufferOfItsSize(t *testing.T) {
 				got.Version, len(got.URI), len(got.Header), p.Version, len(p.URI), len(p.Header))
 		}
 	}
+}
+
+// Every payload is laid out byte for byte as the stored format says (layoutOf, written plainly
+// from encode's doc comment), so what one build wrote another reads: random payloads with
+// numbers at the varint widths' edges, up to 80 header names (some differing only in case),
+// nil, empty and repeated values, and values of a length near MaxPayload.
+func TestPayloadLayoutIsTheStoredFormat(t *testing.T) {
+	rng := rand.New(rand.NewPCG(22, 1))
+	edges := []uint64{0, 1, 127, 128, 16383, 16384, 1<<21 - 1, 1 << 21, 1<<28 - 1, 1 << 28, 1<<35 - 1, 1 << 35, 1<<63 - 1, 1 << 63, math.MaxUint64}
+	number := func() uint64 {
+		if rng.IntN(2) == 0 {
+			return edges[rng.IntN(len(edges))]
+		}
+		return rng.Uint64() >> rng.IntN(64)
+	}
+	text := func(max int) string {
+		b := make([]byte, rng.IntN(max+1))
+		for i := range b {
+			b[i] = byte(rng.IntN(256))
+		}
+		return string(b)
+	}
+	names := []string{"Content-Type", "content-type", "CONTENT-TYPE", "Webhook-Id", "webhook-id", "X-A", "x-a", "", "\xff"}
+	for i := range 2000 {
+		p := &payload{Entity: text(3), Version: int64(number()), Method: text(8), URI: text(300), Scheme: text(10),
+			BodyBytes: int(number()), body: []byte(text(200))}
+		if i%7 != 0 {
+			p.Header = http.Header{}
+			for range rng.IntN(81) {
+				name := names[rng.IntN(len(names))]
+				if rng.IntN(2) == 0 {
+					name = fmt.Sprintf("X-%d", rng.IntN(100))
+				}
+				var values []string
+				switch rng.IntN(4) {
+				case 0: // nil
+				case 1:
+					values = []string{}
+				default:
+					for range 1 + rng.IntN(4) {
+						values = append(values, text(150))
+					}
+				}
+				p.Header[name] = values
+			}
+		}
+		if got, want := p.encode(), layoutOf(p); !bytes.Equal(got, want) {
+			t.Fatalf("payload %d (%d headers) encoded as %d bytes that differ from the format's %d", i, len(p.Header), len(got), len(want))
+		}
+	}
+	huge := &payload{Method: "POST", URI: "/", BodyBytes: 1 << 10, body: make([]byte, 1<<10),
+		Header: http.Header{"X-Huge": {strings.Repeat("h", dedupe.MaxPayload-1<<11), "", strings.Repeat("i", 1<<14)}, "X-Nil": nil}}
+	if got, want := huge.encode(), layoutOf(huge); !bytes.Equal(got, want) || len(got) != cap(got) {
+		t.Errorf("a payload of %d bytes (%d allocated) differs from the format's %d", len(got), cap(got), len(want))
+	}
+}
+
+// layoutOf lays p out as the stored format says, the plain way: 0, the format, the version
+// (varint), the body's size (uvarint), entity, method, URI, scheme, the number of header names,
+// each name in byte order with its number of values and the values (strings as a uvarint length
+// and the bytes), and the body.
+func layoutOf(p *payload) []byte {
+	str := func(v []byte, s string) []byte { return append(binary.AppendUvarint(v, uint64(len(s))), s...) }
+	v := []byte{0, payloadFormat}
+	v = binary.AppendVarint(v, p.Version)
+	v = binary.AppendUvarint(v, uint64(p.BodyBytes))
+	v = str(str(str(str(v, p.Entity), p.Method), p.URI), p.Scheme)
+	v = binary.AppendUvarint(v, uint64(len(p.Header)))
+	for _, name := range slices.Sorted(maps.Keys(p.Header)) {
+		v = binary.AppendUvarint(str(v, name), uint64(len(p.Header[name])))
+		for _, value := range p.Header[name] {
+			v = str(v, value)
+		}
+	}
+	return append(v, p.body...)
 }
 
 // Payloads written before headers were stored as bytes (a uvarint length, JSON, the body) still
