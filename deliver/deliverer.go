@@ -210,7 +210,7 @@ func (d *Deliverer) Stop(ctx context.Context) error {
 	running := d.started && !d.stopped
 	d.stopped = true
 	for _, next := range d.ready {
-		d.letGo(next.ev)
+		d.dropBody(next.ev) // the other events of its Lease may keep the event itself
 		next.lease.ctx.done()
 	}
 	d.ready = nil // left to their leases

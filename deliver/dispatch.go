@@ -71,7 +71,7 @@ func (d *Deliverer) dispatch(now time.Time) {
 		s := d.settingsAfterLease(next.leasedWith)
 		if next.lease.until.Sub(now) < s.cfg.Timeout+startMargin {
 			d.popReady()
-			d.letGo(next.ev)
+			d.dropBody(next.ev) // the other events of its Lease may keep the event itself
 			next.lease.ctx.done()
 			d.logger.Debug("event leased ahead waited too long to start; left to come due again after its lease",
 				zap.String("event_id", next.ev.ID), zap.Time("lease_end", next.lease.until))
