@@ -27,9 +27,9 @@ func (u *usableLeaseOutbox) Lease(ctx context.Context, namespace string, now tim
 // leased and left to lapse again and again (each Lease is a synced write and reads the body).
 func TestSlowUpstreamDoesNotLetEventsLeasedAheadLapse(t *testing.T) {
 	t.Parallel()
-	// An event leased ahead that waits for one attempt starts with 400 ms of its lease to spare,
+	// An event leased ahead that waits for one attempt starts with 700 ms of its lease to spare,
 	// so a loaded machine's scheduling delays do not make it lapse; one that waits for two does.
-	const attemptTakes, usable = 600 * time.Millisecond, 1000 * time.Millisecond
+	const attemptTakes, usable = 800 * time.Millisecond, 1500 * time.Millisecond
 	up := newUpstream(t, func(_ int, _ http.ResponseWriter, r *http.Request) { sleepOrGone(r, attemptTakes) })
 	cfg := testConfig(t, up.URL)
 	const workers, events = 2, 24
