@@ -80,6 +80,23 @@ type Cursor struct {
 // After is the cursor that resumes a listing after ev.
 func (ev *Event) After() Cursor { return Cursor{AcceptedAt: ev.AcceptedAt, ID: ev.ID} }
 
+// AcceptTimes is when ev, as given to Accept, was accepted, is first due and was last updated:
+// its own AcceptedAt, NextAttempt and UpdatedAt, where each that is zero defaults to now, the
+// accept time and the accept time, as every store's Accept stores them.
+func AcceptTimes(ev *Event, now time.Time) (accepted, due, updated time.Time) {
+	accepted, due, updated = ev.AcceptedAt, ev.NextAttempt, ev.UpdatedAt
+	if accepted.IsZero() {
+		accepted = now
+	}
+	if due.IsZero() {
+		due = accepted
+	}
+	if updated.IsZero() {
+		updated = accepted
+	}
+	return accepted, due, updated
+}
+
 // Outbox is the durable queue behind async mode. Implementations must make Accept atomic and
 // durable: an event is acknowledged to the provider only after Accept returns nil.
 type Outbox interface {

@@ -36,16 +36,7 @@ func (b *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, de
 	if len(pay) > dedupe.MaxPayload {
 		return 0, fmt.Errorf("dedupe: accept: %w: %d bytes stored, at most %d", dedupe.ErrTooLarge, len(pay), dedupe.MaxPayload)
 	}
-	acceptedAt, due, updatedAt := ev.AcceptedAt, ev.NextAttempt, ev.UpdatedAt
-	if acceptedAt.IsZero() {
-		acceptedAt = b.clock()
-	}
-	if due.IsZero() {
-		due = acceptedAt
-	}
-	if updatedAt.IsZero() {
-		updatedAt = acceptedAt
-	}
+	acceptedAt, due, updatedAt := dedupe.AcceptTimes(ev, b.clock())
 
 	var out dedupe.Outcome
 	err = b.update(ctx, "accept", func(txn *badger.Txn) error {

@@ -35,16 +35,7 @@ func (s *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, de
 	if size := storedSize(ev); size > dedupe.MaxPayload {
 		return 0, fmt.Errorf("redisstore: accept: %w: %d bytes stored, at most %d", dedupe.ErrTooLarge, size, dedupe.MaxPayload)
 	}
-	accepted, next, updated := ev.AcceptedAt, ev.NextAttempt, ev.UpdatedAt
-	if accepted.IsZero() {
-		accepted = time.Now()
-	}
-	if next.IsZero() {
-		next = accepted
-	}
-	if updated.IsZero() {
-		updated = accepted
-	}
+	accepted, next, updated := dedupe.AcceptTimes(ev, time.Now())
 	ids := dedupeKeys(c)
 	args := []any{ev.ID, millis(dedupeTTL), c.Entity, strconv.FormatInt(c.Version, 10), millis(c.VersionTTL),
 		strconv.Itoa(max(c.MaxPending, 0)), micros(next), listMember(accepted, ev.ID), rand.Text(), strconv.Itoa(len(ids))}
