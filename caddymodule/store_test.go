@@ -32,13 +32,16 @@ func TestFailedLedgerAnswers503ThenReopens(t *testing.T) {
 	up := newUpstream(t)
 	tester := startAsyncGateway(t, "reopen", up.Listener.Addr().String())
 	expectReply(t, "before the failure", send(t, tester.Client, newEvent(t, "evt_reopen_1", "obj_reopen", 1)), http.StatusAccepted, `"id":"evt_reopen_1"`)
-	waitFor(t, "delivery before the failure", 10*time.Second, func() bool { return up.count("evt_reopen_1") == 1 })
-
 	pool, err := acquireLedger(badgerTarget(storageDir), defaultMinFree)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pool.release()
+	// Delivered and recorded so: the failure below is the next request's, not this delivery's.
+	waitFor(t, "delivery before the failure", 10*time.Second, func() bool {
+		pending, err := pool.Pending(context.Background(), "reopen")
+		return up.count("evt_reopen_1") == 1 && err == nil && pending == 0
+	})
 	pool.mu.Lock()
 	pool.ledger = &failedStore{store: pool.ledger}
 	pool.mu.Unlock()
