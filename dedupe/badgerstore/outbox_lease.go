@@ -256,10 +256,6 @@ type dueScan struct {
 func scanDue(txn *badger.Txn, namespace string, prefix []byte, from string, limit uint64, n int, clock time.Time, held func(id string) bool) (dueScan, error) {
 	it := keyIterator(txn, prefix)
 	defer it.Close()
-	keys, err := keyPrefixes(namespace)
-	if err != nil {
-		return dueScan{}, err
-	}
 	// Past the limit: every entry at or before it is walked (entries due at it too).
 	limitFloor := string(binary.BigEndian.AppendUint64(nil, limit+1))
 	scan := dueScan{earliest: limitFloor}
@@ -289,7 +285,10 @@ func scanDue(txn *badger.Txn, namespace string, prefix []byte, from string, limi
 			passed++
 			continue
 		}
-		ok := keys.of(id)
+		ok, err := keysFor(namespace, id)
+		if err != nil {
+			return dueScan{}, err
+		}
 		rec, live, err := getRecord(txn, ok.record, clock)
 		if err != nil {
 			return dueScan{}, err
@@ -310,29 +309,4 @@ func scanDue(txn *badger.Txn, namespace string, prefix []byte, from string, limi
 		scan.due = append(scan.due, dueEvent{at: at, floor: here, keys: ok, rec: rec})
 	}
 	return scan, nil
-}
-
-// eventKeyPrefixes are a namespace's record and payload keys without the ID, from which a scan
-// makes each event's two keys in one allocation rather than keysFor's two.
-type eventKeyPrefixes struct {
-	ns              string
-	record, payload []byte
-}
-
-func keyPrefixes(namespace string) (eventKeyPrefixes, error) {
-	record, err := key(namespace, kindOutbox, "")
-	if err != nil {
-		return eventKeyPrefixes{}, err
-	}
-	payload, _ := key(namespace, kindPayload, "") // namespace already checked
-	return eventKeyPrefixes{ns: namespace, record: record, payload: payload}, nil
-}
-
-// of is keysFor(namespace, id) for an ID that is not empty.
-func (p eventKeyPrefixes) of(id string) outboxKeys {
-	both := make([]byte, 0, len(p.record)+len(p.payload)+2*len(id))
-	record := append(append(both, p.record...), id...)
-	payload := append(record[len(record):], p.payload...)
-	payload = append(payload, id...)
-	return outboxKeys{ns: p.ns, id: id, record: record[:len(record):len(record)], payload: payload}
 }
