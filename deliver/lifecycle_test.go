@@ -132,11 +132,22 @@ func TestIdleLoopPollsWithoutSpinning(t *testing.T) {
 	if calls := fake.leaseCalls(); calls < 2 || calls > 3 {
 		t.Errorf("idle for 1.5s: %d leases, want the first and one or two polls", calls)
 	}
+	// Notified just after a poll, the event goes out at once: not a poll interval later, which
+	// is when the next poll would find it. Counting from the poll leaves the notified Lease a
+	// whole interval, however late a loaded machine runs it.
+	polls := fake.leaseCalls()
+	waitFor(t, 3*pollInterval, "the next poll", func() bool { return fake.leaseCalls() > polls })
+	polled := fake.leaseTimes()[polls]
 	fake.add(testEvent("evt_1", "{}"))
 	d.Notify()
-	waitFor(t, 300*time.Millisecond, "a notified event to go out before the next poll", func() bool {
+	waitFor(t, 3*pollInterval, "the notified event to go out", func() bool {
 		return fake.count(testNamespace, dedupe.Delivered) == 1
 	})
+	leases := fake.leaseTimes()
+	if handedOut := leases[polls+1]; handedOut.Sub(polled) >= pollInterval {
+		t.Errorf("the notified event was leased %v after the poll before it, want sooner than the next poll (%v)",
+			handedOut.Sub(polled).Round(time.Millisecond), pollInterval)
+	}
 }
 
 func TestLeaseErrorsBackOff(t *testing.T) {

@@ -23,6 +23,7 @@ type fakeOutbox struct {
 	updates   []dedupe.Event
 	deadlines []time.Time // each Update's context deadline
 	leases    int
+	leasedAt  []time.Time // when each Lease was called
 	leaseErr  error
 	// noRoom makes an Update to Dead fail as on a disk below its watermark.
 	noRoom bool
@@ -124,6 +125,13 @@ func (f *fakeOutbox) leaseCalls() int {
 	return f.leases
 }
 
+// leaseTimes returns when each Lease was called, in order.
+func (f *fakeOutbox) leaseTimes() []time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.leasedAt)
+}
+
 func (f *fakeOutbox) Accept(_ context.Context, c dedupe.Claim, ev *dedupe.Event, _ time.Duration) (dedupe.Outcome, error) {
 	ev.Namespace = c.Namespace
 	ev.NextAttempt = ev.AcceptedAt
@@ -138,6 +146,7 @@ func (f *fakeOutbox) Lease(ctx context.Context, namespace string, now time.Time,
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.leases++
+	f.leasedAt = append(f.leasedAt, time.Now())
 	if f.leaseErr != nil {
 		return nil, f.leaseErr
 	}
