@@ -128,18 +128,14 @@ func (b *Store) Claim(ctx context.Context, c dedupe.Claim) (dedupe.Outcome, erro
 		return dedupe.InFlight, nil
 	}
 	var out dedupe.Outcome
-	err = b.use.enter()
-	if err == nil {
-		err = b.db.View(func(txn *badger.Txn) error {
-			var err error
-			if out, err = idOutcome(txn, ids, now); err != nil || out != dedupe.Claimed {
-				return err
-			}
-			out, err = versionOutcome(txn, vk, c.Version)
+	err = b.readClaim(ctx, ids, vk, func(txn *badger.Txn) error {
+		var err error
+		if out, err = idOutcome(txn, ids, now); err != nil || out != dedupe.Claimed {
 			return err
-		})
-		b.use.leave()
-	}
+		}
+		out, err = versionOutcome(txn, vk, c.Version)
+		return err
+	})
 	if err != nil || out != dedupe.Claimed {
 		b.claims.dropAll(ids)
 	}
@@ -168,7 +164,7 @@ func (b *Store) Done(ctx context.Context, c dedupe.Claim, ttl time.Duration) err
 	if ids == nil && vk == nil {
 		return nil
 	}
-	err = b.update(ctx, "done", func(txn *badger.Txn) error {
+	err = b.write(ctx, "done", b.declare(ids, vk), func(txn *badger.Txn) error {
 		if err := markDone(txn, ids, b.clock().Add(ttl)); err != nil {
 			return err
 		}
@@ -234,8 +230,14 @@ func (b *Store) closeWriter() {
 // and wraps errors with op, without the key or value bytes Badger may have
 // put in them. fn may run more than once and must set its results afresh
 // each time; it runs on the committer, so it must not call back into the
-// store.
+// store. fn may write any key: while it is queued or in flight, Claims read
+// through transactions of their own (commit_writes.go).
 func (b *Store) update(ctx context.Context, op string, fn func(*badger.Txn) error) error {
+	return b.write(ctx, op, claimKeys{}, fn)
+}
+
+// write is update of an fn that writes, of the kinds of keys Claims read, only those in ks.
+func (b *Store) write(ctx context.Context, op string, ks claimKeys, fn func(*badger.Txn) error) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("dedupe: %s: %w", op, err)
 	}
@@ -245,7 +247,7 @@ func (b *Store) update(ctx context.Context, op string, fn func(*badger.Txn) erro
 	err := b.use.enter()
 	if err == nil {
 		if b.commits != nil {
-			err = b.commits.do(ctx, fn)
+			err = b.commits.doWriting(ctx, ks, fn)
 		} else {
 			err = b.updateAlone(ctx, fn)
 		}
