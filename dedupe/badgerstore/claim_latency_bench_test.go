@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,8 +18,9 @@ const syncCallers = 16
 
 // BenchmarkSyncCycleLatency runs sync mode's cycle, Claim then the upstream's time then Done,
 // from syncCallers goroutines on distinct IDs with a digest each and versions of 64 shared
-// entities, and reports the percentiles of Claim's own latency and of the whole cycle: a Claim
-// that waits for the group commit in flight shows in claim-p99.
+// entities, and reports the percentiles of Claim's own latency and of the whole cycle, and the
+// process's CPU time per cycle: a Claim that waits for the group commit in flight shows in
+// claim-p99.
 func BenchmarkSyncCycleLatency(b *testing.B) {
 	for _, upstream := range []time.Duration{0, time.Millisecond} {
 		b.Run(fmt.Sprint("upstream=", upstream), func(b *testing.B) {
@@ -28,6 +30,7 @@ func BenchmarkSyncCycleLatency(b *testing.B) {
 			var seq, stale atomic.Int64
 			b.SetParallelism((syncCallers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 			b.ReportAllocs()
+			cpu0 := processCPU(b)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				ctx := context.Background()
@@ -63,11 +66,22 @@ func BenchmarkSyncCycleLatency(b *testing.B) {
 				}
 			})
 			b.StopTimer()
+			b.ReportMetric(float64(processCPU(b)-cpu0)/1e3/float64(b.N), "cpu-µs/op")
 			reportPercentiles(b, "claim", claims)
 			reportPercentiles(b, "cycle", cycles)
 			b.ReportMetric(float64(stale.Load())/float64(b.N), "stale/op")
 		})
 	}
+}
+
+// processCPU is the process's user and system CPU time so far, in ns: the store's own
+// goroutines and Badger's, which a request's cost includes.
+func processCPU(b *testing.B) int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // reportPercentiles reports the p50 and p99 of latencies (ns) in µs, as name-p50-µs and name-p99-µs.
