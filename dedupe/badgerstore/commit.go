@@ -259,9 +259,11 @@ func (c *committer) try(group []*request) (n, failed int, err error) {
 		c.failed.fail(redact(err))
 	} else {
 		committed = true
+	}
+	c.observe(start, len(group))
+	if committed {
 		// Before the group's callers are answered, so that a caller's next Claim sees its write.
 		c.view.publish(c.db)
 	}
-	c.observe(start, len(group))
 	return len(group), -1, c.failed.get()
 }
