@@ -107,8 +107,10 @@ func openBadger(dir string, perTxnSync bool, previous *Store) (*Store, error) {
 // and the ledger is only read, so a Claim costs no write and no sync. It
 // takes the claim before reading, so of concurrent Claims of one ID only the
 // first reads and the others are InFlight; it gives the claim back if the
-// ID turns out done or the version stale. On error the Outcome is
-// meaningless.
+// ID turns out done or the version stale. It reads the snapshot published
+// after the last commit, once the queued or in-flight writes of its keys are
+// in it (claim_read.go), so it does not wait for an unrelated group's sync.
+// On error the Outcome is meaningless.
 func (b *Store) Claim(ctx context.Context, c dedupe.Claim) (dedupe.Outcome, error) {
 	if c.ID != "" && c.Lease <= 0 {
 		return 0, fmt.Errorf("dedupe: claim: lease must be positive, got %v", c.Lease)
