@@ -17,15 +17,13 @@ func (b *Store) declare(ids [][]byte, vk []byte) claimKeys {
 
 // readClaim runs fn on a read-only view of the ledger that holds every write of ids' and vk's
 // keys that was queued or in flight when it was called. With the committer that is the
-// published snapshot (commit_view.go), once every such write is published; while a write of
-// undeclared keys is queued or in flight, or in the per-transaction baseline, it is a
-// transaction of its own, which waits for the commits in flight.
+// published snapshot (commit_view.go), once every such write is published; in the
+// per-transaction baseline it is a transaction of its own, which waits for the commits in
+// flight.
 func (b *Store) readClaim(ctx context.Context, ids [][]byte, vk []byte, fn func(*badger.Txn) error) error {
-	undeclared := true
 	if b.commits != nil {
 		ks := b.commits.writes.of(ids, vk)
-		var err error
-		if undeclared, err = b.commits.writes.await(ctx, &ks); err != nil {
+		if err := b.commits.writes.await(ctx, &ks); err != nil {
 			return err
 		}
 	}
@@ -33,7 +31,7 @@ func (b *Store) readClaim(ctx context.Context, ids [][]byte, vk []byte, fn func(
 		return err
 	}
 	defer b.use.leave()
-	if !undeclared {
+	if b.commits != nil {
 		if s := b.commits.view.acquire(); s != nil {
 			defer s.release()
 			return fn(s.txn)

@@ -106,14 +106,9 @@ func startCommitter(db *badger.DB, failed *failure, settled func(*badger.Txn, bo
 // (see commit) and must set its results afresh each time. If ctx ends while
 // the request is still queued, do returns ctx's error and fn never takes
 // effect; once the committer has taken it, do waits for the commit, which
-// is at most one group away. fn may write any key (see doWriting).
-func (c *committer) do(ctx context.Context, fn func(*badger.Txn) error) error {
-	return c.doWriting(ctx, claimKeys{}, fn)
-}
-
-// doWriting is do of an fn that writes, of the kinds of keys Claims read, only
-// those ks declares (commit_writes.go); the zero claimKeys declares none, so any.
-func (c *committer) doWriting(ctx context.Context, ks claimKeys, fn func(*badger.Txn) error) error {
+// is at most one group away. Of the kinds of keys Claims read, fn writes only
+// those in ks (commit_writes.go).
+func (c *committer) do(ctx context.Context, ks claimKeys, fn func(*badger.Txn) error) error {
 	// Registered from before it is queued until after its group's snapshot is published.
 	c.writes.begin(&ks)
 	defer c.writes.end(&ks)

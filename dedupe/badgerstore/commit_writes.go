@@ -10,14 +10,13 @@ import (
 // version's (keys).
 const maxClaimKeys = 3
 
-// claimKeys are the hashes of the keys a Claim reads, or of those a write declares it writes of
-// the kinds Claims read; the zero value declares nothing (the write may write any key). Hashes,
-// not keys, so declaring costs no allocation; two keys of one hash only make a Claim wait for a
-// write it did not need to.
+// claimKeys are the hashes of the keys a Claim reads, or of those a write writes of the kinds
+// Claims read (event IDs, digests and entity versions: only Done and Accept write those); the
+// zero value is a write of none of them. Hashes, not keys, so declaring costs no allocation; two
+// keys of one hash only make a Claim wait for a write it did not need to.
 type claimKeys struct {
-	h        [maxClaimKeys]uint64
-	n        int
-	declared bool
+	h [maxClaimKeys]uint64
+	n int
 }
 
 // pendingWrites tracks the writes queued or in flight on the committer, so that a Claim reading
@@ -27,14 +26,12 @@ type claimKeys struct {
 // get Claimed, and the app would receive version 4 after 5; and a replay of a body under a
 // fresh ID would pass while the first delivery's digest is being written.
 //
-// A write that declares no keys may write any; while one is queued or in flight, Claims read as
-// before the snapshot, through a transaction of their own. Entries live only while their
-// writes are queued or in flight, so the table is bounded by the queue.
+// Entries live only while their writes are queued or in flight, so the table is bounded by the
+// queue.
 type pendingWrites struct {
-	seed       maphash.Seed
-	mu         sync.Mutex
-	keys       map[uint64]pendingKey
-	undeclared int
+	seed maphash.Seed
+	mu   sync.Mutex
+	keys map[uint64]pendingKey
 }
 
 // pendingKey counts the writes of one key hash; free, made when a Claim waits, is closed when
@@ -50,7 +47,7 @@ func newPendingWrites() *pendingWrites {
 
 // of returns the claimKeys of a Claim's dedupe keys ids and version key vk (either may be nil).
 func (p *pendingWrites) of(ids [][]byte, vk []byte) claimKeys {
-	ks := claimKeys{declared: true}
+	var ks claimKeys
 	for _, k := range ids {
 		ks.h[ks.n] = maphash.Bytes(p.seed, k)
 		ks.n++
@@ -66,10 +63,6 @@ func (p *pendingWrites) of(ids [][]byte, vk []byte) claimKeys {
 func (p *pendingWrites) begin(ks *claimKeys) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !ks.declared {
-		p.undeclared++
-		return
-	}
 	for _, h := range ks.h[:ks.n] {
 		e := p.keys[h]
 		e.n++
@@ -82,10 +75,6 @@ func (p *pendingWrites) begin(ks *claimKeys) {
 func (p *pendingWrites) end(ks *claimKeys) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !ks.declared {
-		p.undeclared--
-		return
-	}
 	for _, h := range ks.h[:ks.n] {
 		e := p.keys[h]
 		if e.n--; e.n > 0 {
@@ -99,25 +88,24 @@ func (p *pendingWrites) end(ks *claimKeys) {
 	}
 }
 
-// await returns once no write of any of ks is queued or in flight, and whether a write of
-// undeclared keys was then.
-func (p *pendingWrites) await(ctx context.Context, ks *claimKeys) (undeclared bool, err error) {
+// await returns once no write of any of ks is queued or in flight.
+func (p *pendingWrites) await(ctx context.Context, ks *claimKeys) error {
 	for {
-		free, undeclared := p.busy(ks)
+		free := p.busy(ks)
 		if free == nil {
-			return undeclared, nil
+			return nil
 		}
 		select {
 		case <-free:
 		case <-ctx.Done():
-			return false, ctx.Err()
+			return ctx.Err()
 		}
 	}
 }
 
-// busy returns a channel closed once the writes of one of ks pending now are done, or if none
-// is, nil and whether a write of undeclared keys is pending.
-func (p *pendingWrites) busy(ks *claimKeys) (chan struct{}, bool) {
+// busy returns a channel closed once the writes of one of ks pending now are done, or nil if
+// none is pending.
+func (p *pendingWrites) busy(ks *claimKeys) chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, h := range ks.h[:ks.n] {
@@ -129,7 +117,7 @@ func (p *pendingWrites) busy(ks *claimKeys) (chan struct{}, bool) {
 			e.free = make(chan struct{})
 			p.keys[h] = e
 		}
-		return e.free, false
+		return e.free
 	}
-	return nil, p.undeclared > 0
+	return nil
 }

@@ -232,13 +232,14 @@ func (b *Store) closeWriter() {
 // and wraps errors with op, without the key or value bytes Badger may have
 // put in them. fn may run more than once and must set its results afresh
 // each time; it runs on the committer, so it must not call back into the
-// store. fn may write any key: while it is queued or in flight, Claims read
-// through transactions of their own (commit_writes.go).
+// store. fn must write none of the keys Claims read (event IDs, digests and
+// entity versions): Claims read a snapshot without waiting for it
+// (commit_writes.go). Done and Accept, which write them, use write.
 func (b *Store) update(ctx context.Context, op string, fn func(*badger.Txn) error) error {
 	return b.write(ctx, op, claimKeys{}, fn)
 }
 
-// write is update of an fn that writes, of the kinds of keys Claims read, only those in ks.
+// write is update of an fn that writes, of the keys Claims read, those in ks.
 func (b *Store) write(ctx context.Context, op string, ks claimKeys, fn func(*badger.Txn) error) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("dedupe: %s: %w", op, err)
@@ -249,7 +250,7 @@ func (b *Store) write(ctx context.Context, op string, ks claimKeys, fn func(*bad
 	err := b.use.enter()
 	if err == nil {
 		if b.commits != nil {
-			err = b.commits.doWriting(ctx, ks, fn)
+			err = b.commits.do(ctx, ks, fn)
 		} else {
 			err = b.updateAlone(ctx, fn)
 		}
