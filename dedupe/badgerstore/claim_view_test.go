@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,9 +80,11 @@ func waitingClaims(b *Store) bool {
 	w := b.commits.writes
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, e := range w.keys {
-		if e.free != nil {
-			return true
+	for _, cs := range w.keys {
+		for _, c := range cs {
+			if c.done != nil {
+				return true
+			}
 		}
 	}
 	return false
@@ -251,4 +254,49 @@ func TestPerTransactionStoreAnswersClaims(t *testing.T) {
 	replay.Digest = "sha_1"
 	expect(t, "replayed body", claim(t, b, replay), dedupe.Duplicate)
 	expect(t, "older version", claim(t, b, versioned("evt_3", "cus_1", 4)), dedupe.Stale)
+}
+
+// Requests of one entity keep calling Done (a busy customer): a Claim of it waits for the Dones
+// pending when it arrived, not for those that start meanwhile, or under steady traffic it would
+// wait for every request of the entity then in the app.
+func TestClaimDoesNotWaitForWritesThatStartAfterIt(t *testing.T) {
+	b := openTest(t)
+	v5, v6 := versioned("evt_v5", "cus_1", 5), versioned("evt_v6", "cus_1", 6)
+	expect(t, "claim of version 5", claim(t, b, v5), dedupe.Claimed)
+	expect(t, "claim of version 6", claim(t, b, v6), dedupe.Claimed)
+	// The first group goes through once first is closed, the next ones once later is.
+	first, later := make(chan struct{}), make(chan struct{})
+	held := make(chan struct{}, 8)
+	var groups atomic.Int32
+	b.commits.commitTxn = func(txn *badger.Txn) error {
+		gate := later
+		if groups.Add(1) == 1 {
+			gate = first
+		}
+		held <- struct{}{}
+		<-gate
+		return txn.Commit()
+	}
+	releaseLater := sync.OnceFunc(func() { close(later) })
+	t.Cleanup(releaseLater)
+	done5 := doneAsync(b, v5)
+	<-held
+	outs := claimWhileHeld(t, b, versioned("evt_v4", "cus_1", 4))
+	done6 := doneAsync(b, v6)
+	waitQueued(t, b, 1)
+	close(first)
+	if err := <-done5; err != nil {
+		t.Fatal(err)
+	}
+	<-held // version 6's Done, which started after the Claim, is in flight
+	select {
+	case out := <-outs:
+		expect(t, "claim of version 4", out, dedupe.Stale)
+	case <-time.After(10 * time.Second):
+		t.Fatal("claim of version 4 still waiting 10 s after the Done pending when it arrived returned")
+	}
+	releaseLater()
+	if err := <-done6; err != nil {
+		t.Fatal(err)
+	}
 }

@@ -3,6 +3,7 @@ package badgerstore
 import (
 	"context"
 	"hash/maphash"
+	"slices"
 	"sync"
 )
 
@@ -17,6 +18,8 @@ const maxClaimKeys = 3
 type claimKeys struct {
 	h [maxClaimKeys]uint64
 	n int
+	// in are the cohorts a write joined, by key (begin), for end to leave.
+	in [maxClaimKeys]*cohort
 }
 
 // pendingWrites tracks the writes queued or in flight on the committer, so that a Claim reading
@@ -26,23 +29,32 @@ type claimKeys struct {
 // get Claimed, and the app would receive version 4 after 5; and a replay of a body under a
 // fresh ID would pass while the first delivery's digest is being written.
 //
-// Entries live only while their writes are queued or in flight, so the table is bounded by the
-// queue.
+// A Claim waits only for the writes pending when it arrives: those that begin later are
+// concurrent with it, and waiting for them too would keep a Claim of a busy entity waiting for
+// as long as its Dones overlap, up to every request of the entity then in the app. So the
+// writes of a key are grouped in cohorts: a waiting Claim seals the key's cohorts, and later
+// writes start a new one.
+//
+// Entries live only while their writes are queued or in flight, and every cohort holds one
+// at least, so the table is bounded by the queue.
 type pendingWrites struct {
 	seed maphash.Seed
 	mu   sync.Mutex
-	keys map[uint64]pendingKey
+	// keys holds each key hash's cohorts with writes pending, oldest first; only the newest
+	// may be open.
+	keys map[uint64][]*cohort
 }
 
-// pendingKey counts the writes of one key hash; free, made when a Claim waits, is closed when
-// the count reaches zero.
-type pendingKey struct {
-	n    int
-	free chan struct{}
+// cohort is writes of one key hash that began while no Claim waited for the key.
+type cohort struct {
+	n int // its writes still pending
+	// done, made when a Claim seals the cohort, is closed once n reaches zero. A sealed
+	// cohort takes no more writes.
+	done chan struct{}
 }
 
 func newPendingWrites() *pendingWrites {
-	return &pendingWrites{seed: maphash.MakeSeed(), keys: make(map[uint64]pendingKey)}
+	return &pendingWrites{seed: maphash.MakeSeed(), keys: make(map[uint64][]*cohort)}
 }
 
 // of returns the claimKeys of a Claim's dedupe keys ids and version key vk (either may be nil).
@@ -63,10 +75,15 @@ func (p *pendingWrites) of(ids [][]byte, vk []byte) claimKeys {
 func (p *pendingWrites) begin(ks *claimKeys) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, h := range ks.h[:ks.n] {
-		e := p.keys[h]
-		e.n++
-		p.keys[h] = e
+	for i, h := range ks.h[:ks.n] {
+		cs := p.keys[h]
+		if len(cs) == 0 || cs[len(cs)-1].done != nil {
+			cs = append(cs, &cohort{})
+			p.keys[h] = cs
+		}
+		c := cs[len(cs)-1]
+		c.n++
+		ks.in[i] = c
 	}
 }
 
@@ -75,49 +92,50 @@ func (p *pendingWrites) begin(ks *claimKeys) {
 func (p *pendingWrites) end(ks *claimKeys) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, h := range ks.h[:ks.n] {
-		e := p.keys[h]
-		if e.n--; e.n > 0 {
-			p.keys[h] = e
+	for i, h := range ks.h[:ks.n] {
+		c := ks.in[i]
+		if c.n--; c.n > 0 {
 			continue
 		}
-		delete(p.keys, h)
-		if e.free != nil {
-			close(e.free)
+		if c.done != nil {
+			close(c.done)
+		}
+		cs := p.keys[h]
+		j := slices.Index(cs, c)
+		cs = slices.Delete(cs, j, j+1)
+		if len(cs) == 0 {
+			delete(p.keys, h)
+		} else {
+			p.keys[h] = cs
 		}
 	}
 }
 
-// await returns once no write of any of ks is queued or in flight.
+// await returns once no write of any of ks that is queued or in flight now is.
 func (p *pendingWrites) await(ctx context.Context, ks *claimKeys) error {
-	for {
-		free := p.busy(ks)
-		if free == nil {
-			return nil
-		}
+	for _, done := range p.seal(ks) {
 		select {
-		case <-free:
+		case <-done:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
+	return nil
 }
 
-// busy returns a channel closed once the writes of one of ks pending now are done, or nil if
-// none is pending.
-func (p *pendingWrites) busy(ks *claimKeys) chan struct{} {
+// seal returns channels that are all closed once the writes of ks pending now have ended, and
+// makes later writes of those keys start new cohorts.
+func (p *pendingWrites) seal(ks *claimKeys) []chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	var dones []chan struct{}
 	for _, h := range ks.h[:ks.n] {
-		e, ok := p.keys[h]
-		if !ok {
-			continue
+		for _, c := range p.keys[h] {
+			if c.done == nil {
+				c.done = make(chan struct{})
+			}
+			dones = append(dones, c.done)
 		}
-		if e.free == nil {
-			e.free = make(chan struct{})
-			p.keys[h] = e
-		}
-		return e.free
 	}
-	return nil
+	return dones
 }
