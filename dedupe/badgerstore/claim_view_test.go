@@ -2,6 +2,7 @@ package badgerstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -298,5 +299,57 @@ func TestClaimDoesNotWaitForWritesThatStartAfterIt(t *testing.T) {
 	releaseLater()
 	if err := <-done6; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The newer version's Done fails after Badger applied it (a failed WAL sync), and reopening
+// will read it back: an older version's Claim that was waiting for that Done must not be
+// answered from the snapshot before it, which would send the app version 4 after 5; the store
+// has failed, so it answers with the failure.
+func TestOlderVersionWaitingForTheNewerOnesFailingDoneIsRefused(t *testing.T) {
+	b := openTest(t)
+	newer, older := versioned("evt_v5", "cus_1", 5), versioned("evt_v4", "cus_1", 4)
+	expect(t, "claim of version 5", claim(t, b, newer), dedupe.Claimed)
+	held := make(chan struct{}, 1)
+	gate := make(chan struct{})
+	b.commits.commitTxn = func(txn *badger.Txn) error {
+		held <- struct{}{}
+		<-gate
+		if err := txn.Commit(); err != nil {
+			return err
+		}
+		return errInjected
+	}
+	release := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(release)
+	errs := doneAsync(b, newer)
+	<-held
+	outs := make(chan error, 1)
+	go func() {
+		out, err := b.Claim(context.Background(), older)
+		if err == nil {
+			err = fmt.Errorf("answered %v", out)
+		}
+		outs <- err
+	}()
+	waitForClaimToWait(t, b)
+	release()
+	if err := <-errs; err == nil {
+		t.Fatal("Done whose commit failed: no error")
+	}
+	if err := <-outs; !errors.Is(err, ErrStoreFailed) {
+		t.Fatalf("claim of version 4 waiting for the failed Done of version 5: %v, want the store's failure", err)
+	}
+}
+
+// waitForClaimToWait waits until a Claim of b waits for a pending write.
+func waitForClaimToWait(t *testing.T, b *Store) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !waitingClaims(b) {
+		if time.Now().After(deadline) {
+			t.Fatal("no Claim waiting after 10 s")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
