@@ -18,9 +18,8 @@ func (b *Store) declare(ids [][]byte, vk []byte) claimKeys {
 // readClaim runs fn on a read-only view of the ledger that holds every write of ids' and vk's
 // keys that was queued or in flight when it was called. With the committer that is the
 // published snapshot (commit_view.go), once every such write is published (or the store's
-// failure, once one failed); in the
-// per-transaction baseline it is a transaction of its own, which waits for the commits in
-// flight.
+// failure, if one failed); in the per-transaction baseline it is a transaction of its own,
+// which waits for the commits in flight.
 func (b *Store) readClaim(ctx context.Context, ids [][]byte, vk []byte, fn func(*badger.Txn) error) error {
 	if b.commits != nil {
 		ks := b.commits.writes.of(ids, vk)
