@@ -72,6 +72,11 @@ type committer struct {
 	groups atomic.Int64
 	// observer, if set, is told of each commit (commit_observer.go).
 	observer atomic.Pointer[CommitObserver]
+
+	// view is what Claims read, published after each commit (commit_view.go).
+	view claimView
+	// writes are the writes queued or in flight, by the keys they declare (commit_writes.go).
+	writes *pendingWrites
 }
 
 // request is one caller's transaction function awaiting its group.
@@ -90,6 +95,8 @@ const (
 func startCommitter(db *badger.DB, failed *failure, settled func(*badger.Txn, bool)) *committer {
 	c := &committer{db: db, failed: failed, commitTxn: (*badger.Txn).Commit, settled: settled, exited: make(chan struct{})}
 	c.wake.L = &c.mu
+	c.writes = newPendingWrites()
+	c.view.publish(db)
 	go c.run()
 	return c
 }
@@ -99,8 +106,12 @@ func startCommitter(db *badger.DB, failed *failure, settled func(*badger.Txn, bo
 // (see commit) and must set its results afresh each time. If ctx ends while
 // the request is still queued, do returns ctx's error and fn never takes
 // effect; once the committer has taken it, do waits for the commit, which
-// is at most one group away.
-func (c *committer) do(ctx context.Context, fn func(*badger.Txn) error) error {
+// is at most one group away. Of the kinds of keys Claims read, fn writes only
+// those in ks (commit_writes.go).
+func (c *committer) do(ctx context.Context, ks claimKeys, fn func(*badger.Txn) error) error {
+	// Registered from before it is queued until after its group's snapshot is published.
+	c.writes.begin(&ks)
+	defer c.writes.end(&ks)
 	r := &request{fn: fn, done: make(chan error, 1)}
 	c.mu.Lock()
 	if c.closed {
@@ -131,13 +142,15 @@ func (c *committer) exclusive(fn func() error) error {
 
 // close refuses new requests, waits until the queued ones are committed (so
 // none of their callers hangs, and none is told "closed" for a write that
-// then happens), and stops the committer. It may be called more than once.
+// then happens), stops the committer and unpublishes the Claims' snapshot,
+// which must be discarded before Badger closes. It may be called more than once.
 func (c *committer) close() {
 	c.mu.Lock()
 	c.closed = true
 	c.wake.Broadcast()
 	c.mu.Unlock()
 	<-c.exited
+	c.view.close()
 }
 
 func (c *committer) run() {
@@ -243,5 +256,9 @@ func (c *committer) try(group []*request) (n, failed int, err error) {
 		committed = true
 	}
 	c.observe(start, len(group))
+	if committed {
+		// Before the group's callers are answered, so that a caller's next Claim sees its write.
+		c.view.publish(c.db)
+	}
 	return len(group), -1, c.failed.get()
 }

@@ -24,7 +24,7 @@ func TestCommitObserverSeesGroupSizes(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 3 {
 		wg.Go(func() {
-			if err := b.commits.do(context.Background(), func(*badger.Txn) error { return nil }); err != nil {
+			if err := b.commits.do(context.Background(), claimKeys{}, func(*badger.Txn) error { return nil }); err != nil {
 				t.Error(err)
 			}
 		})

@@ -22,7 +22,7 @@ func hold(t *testing.T, b *Store) (release func(), held <-chan error) {
 	var once sync.Once
 	errc := make(chan error, 1)
 	go func() {
-		errc <- b.commits.do(context.Background(), func(*badger.Txn) error {
+		errc <- b.commits.do(context.Background(), claimKeys{}, func(*badger.Txn) error {
 			once.Do(func() { close(started) })
 			<-gate
 			return nil
@@ -152,7 +152,7 @@ func TestGroupOutcomesIndependent(t *testing.T) {
 		return 0, b.Update(context.Background(), &dedupe.Event{Namespace: "stripe", ID: "nope", State: dedupe.Pending}, time.Hour)
 	})
 	add("failing write", func() (dedupe.Outcome, error) {
-		return 0, b.commits.do(context.Background(), func(txn *badger.Txn) error {
+		return 0, b.commits.do(context.Background(), claimKeys{}, func(txn *badger.Txn) error {
 			if err := txn.Set([]byte("junk"), []byte("x")); err != nil {
 				return err
 			}
@@ -203,7 +203,7 @@ func TestGroupSplitsWhenTooBig(t *testing.T) {
 	errs := make(chan error, requests)
 	for r := range requests {
 		go func() {
-			errs <- b.commits.do(context.Background(), func(txn *badger.Txn) error {
+			errs <- b.commits.do(context.Background(), claimKeys{}, func(txn *badger.Txn) error {
 				for k := range keys {
 					if err := txn.Set(fmt.Appendf(nil, "big/%02d/%04d", r, k), nil); err != nil {
 						return err

@@ -39,7 +39,7 @@ func (b *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, de
 	acceptedAt, due, updatedAt := dedupe.AcceptTimes(ev, b.clock())
 
 	var out dedupe.Outcome
-	err = b.update(ctx, "accept", func(txn *badger.Txn) error {
+	err = b.write(ctx, "accept", b.declare(ids, vk), func(txn *badger.Txn) error {
 		now := b.clock()
 		var err error
 		if b.claims.heldAny(ids, now) {

@@ -107,8 +107,10 @@ func openBadger(dir string, perTxnSync bool, previous *Store) (*Store, error) {
 // and the ledger is only read, so a Claim costs no write and no sync. It
 // takes the claim before reading, so of concurrent Claims of one ID only the
 // first reads and the others are InFlight; it gives the claim back if the
-// ID turns out done or the version stale. On error the Outcome is
-// meaningless.
+// ID turns out done or the version stale. It reads the snapshot published
+// after the last commit, once the queued or in-flight writes of its keys are
+// in it (claim_read.go), so it does not wait for an unrelated group's sync.
+// On error the Outcome is meaningless.
 func (b *Store) Claim(ctx context.Context, c dedupe.Claim) (dedupe.Outcome, error) {
 	if c.ID != "" && c.Lease <= 0 {
 		return 0, fmt.Errorf("dedupe: claim: lease must be positive, got %v", c.Lease)
@@ -128,18 +130,14 @@ func (b *Store) Claim(ctx context.Context, c dedupe.Claim) (dedupe.Outcome, erro
 		return dedupe.InFlight, nil
 	}
 	var out dedupe.Outcome
-	err = b.use.enter()
-	if err == nil {
-		err = b.db.View(func(txn *badger.Txn) error {
-			var err error
-			if out, err = idOutcome(txn, ids, now); err != nil || out != dedupe.Claimed {
-				return err
-			}
-			out, err = versionOutcome(txn, vk, c.Version)
+	err = b.readClaim(ctx, ids, vk, func(txn *badger.Txn) error {
+		var err error
+		if out, err = idOutcome(txn, ids, now); err != nil || out != dedupe.Claimed {
 			return err
-		})
-		b.use.leave()
-	}
+		}
+		out, err = versionOutcome(txn, vk, c.Version)
+		return err
+	})
 	if err != nil || out != dedupe.Claimed {
 		b.claims.dropAll(ids)
 	}
@@ -168,7 +166,7 @@ func (b *Store) Done(ctx context.Context, c dedupe.Claim, ttl time.Duration) err
 	if ids == nil && vk == nil {
 		return nil
 	}
-	err = b.update(ctx, "done", func(txn *badger.Txn) error {
+	err = b.write(ctx, "done", b.declare(ids, vk), func(txn *badger.Txn) error {
 		if err := markDone(txn, ids, b.clock().Add(ttl)); err != nil {
 			return err
 		}
@@ -234,8 +232,15 @@ func (b *Store) closeWriter() {
 // and wraps errors with op, without the key or value bytes Badger may have
 // put in them. fn may run more than once and must set its results afresh
 // each time; it runs on the committer, so it must not call back into the
-// store.
+// store. fn must write none of the keys Claims read (event IDs, digests and
+// entity versions): Claims read a snapshot without waiting for it
+// (commit_writes.go). Done and Accept, which write them, use write.
 func (b *Store) update(ctx context.Context, op string, fn func(*badger.Txn) error) error {
+	return b.write(ctx, op, claimKeys{}, fn)
+}
+
+// write is update of an fn that writes, of the keys Claims read, those in ks.
+func (b *Store) write(ctx context.Context, op string, ks claimKeys, fn func(*badger.Txn) error) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("dedupe: %s: %w", op, err)
 	}
@@ -245,7 +250,7 @@ func (b *Store) update(ctx context.Context, op string, fn func(*badger.Txn) erro
 	err := b.use.enter()
 	if err == nil {
 		if b.commits != nil {
-			err = b.commits.do(ctx, fn)
+			err = b.commits.do(ctx, ks, fn)
 		} else {
 			err = b.updateAlone(ctx, fn)
 		}
