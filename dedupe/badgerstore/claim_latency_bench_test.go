@@ -36,10 +36,7 @@ func BenchmarkSyncCycleLatency(b *testing.B) {
 				ctx := context.Background()
 				for pb.Next() {
 					n := seq.Add(1)
-					c := dedupe.Claim{
-						Namespace: "bench", ID: fmt.Sprint("evt_", n), Digest: fmt.Sprint("sha_", n),
-						Entity: fmt.Sprint("ent_", n%64), Version: n, Lease: time.Minute,
-					}
+					c := syncBenchClaim(n)
 					start := time.Now()
 					out, err := s.Claim(ctx, c)
 					claimed := time.Now()
@@ -92,6 +89,15 @@ func reportPercentiles(b *testing.B, name string, latencies []int64) {
 	b.ReportMetric(at(0.99), name+"-p99-µs")
 }
 
+// syncBenchClaim is the benchmarks' nth claim: its own ID and digest, version n of one of 64
+// entities.
+func syncBenchClaim(n int64) dedupe.Claim {
+	return dedupe.Claim{
+		Namespace: "bench", ID: fmt.Sprint("evt_", n), Digest: fmt.Sprint("sha_", n),
+		Entity: fmt.Sprint("ent_", n%64), Version: n, Lease: time.Minute,
+	}
+}
+
 // BenchmarkClaimRelease is a Claim's own cost, no write in the store: Claim then Release of
 // distinct IDs with a digest and an entity version each, from GOMAXPROCS goroutines.
 func BenchmarkClaimRelease(b *testing.B) {
@@ -102,11 +108,7 @@ func BenchmarkClaimRelease(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		ctx := context.Background()
 		for pb.Next() {
-			n := seq.Add(1)
-			c := dedupe.Claim{
-				Namespace: "bench", ID: fmt.Sprint("evt_", n), Digest: fmt.Sprint("sha_", n),
-				Entity: fmt.Sprint("ent_", n%64), Version: n, Lease: time.Minute,
-			}
+			c := syncBenchClaim(seq.Add(1))
 			if out, err := s.Claim(ctx, c); err != nil || out != dedupe.Claimed {
 				b.Fatalf("Claim: %v, %v", out, err)
 			}
