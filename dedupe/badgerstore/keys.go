@@ -26,13 +26,28 @@ const eventValueLen = 1 + 8
 var errNamespaceNUL = errors.New("namespace contains a NUL byte")
 
 func key(namespace string, kind byte, rest string) ([]byte, error) {
-	if strings.IndexByte(namespace, 0) >= 0 {
-		return nil, fmt.Errorf("%w: %q", errNamespaceNUL, namespace)
+	if err := checkNamespace(namespace); err != nil {
+		return nil, err
 	}
-	k := make([]byte, 0, len(namespace)+3+len(rest))
-	k = append(k, namespace...)
-	k = append(k, 0, kind, 0)
-	return append(k, rest...), nil
+	return appendKey(make([]byte, 0, keyLen(namespace, rest)), namespace, kind, rest), nil
+}
+
+// checkNamespace refuses a namespace that holds a NUL, which would end it early in a key.
+func checkNamespace(namespace string) error {
+	if strings.IndexByte(namespace, 0) >= 0 {
+		return fmt.Errorf("%w: %q", errNamespaceNUL, namespace)
+	}
+	return nil
+}
+
+// keyLen is the length of a key of namespace and rest.
+func keyLen(namespace, rest string) int { return len(namespace) + 3 + len(rest) }
+
+// appendKey appends the key of namespace, kind and rest to dst; the namespace must be checked.
+func appendKey(dst []byte, namespace string, kind byte, rest string) []byte {
+	dst = append(dst, namespace...)
+	dst = append(dst, 0, kind, 0)
+	return append(dst, rest...)
 }
 
 // eventValue encodes an event record. The expiry is kept to the nanosecond

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -55,14 +54,14 @@ func keysFor(namespace, id string) (outboxKeys, error) {
 	if id == "" {
 		return outboxKeys{}, fmt.Errorf("empty event ID")
 	}
-	if strings.IndexByte(namespace, 0) >= 0 {
-		return outboxKeys{}, fmt.Errorf("%w: %q", errNamespaceNUL, namespace)
+	if err := checkNamespace(namespace); err != nil {
+		return outboxKeys{}, err
 	}
-	keyLen := len(namespace) + 3 + len(id)
-	both := make([]byte, 0, 2*keyLen)
-	rec := append(append(append(both, namespace...), 0, kindOutbox, 0), id...)
-	pay := append(append(append(both[keyLen:keyLen], namespace...), 0, kindPayload, 0), id...)
-	return outboxKeys{ns: namespace, id: id, record: rec[:keyLen:keyLen], payload: pay}, nil
+	n := keyLen(namespace, id)
+	both := make([]byte, 0, 2*n)
+	rec := appendKey(both, namespace, kindOutbox, id)
+	pay := appendKey(both[n:n], namespace, kindPayload, id)
+	return outboxKeys{ns: namespace, id: id, record: rec[:n:n], payload: pay}, nil
 }
 
 // due is the due-index key of the event at t.
