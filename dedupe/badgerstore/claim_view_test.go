@@ -81,11 +81,9 @@ func waitingClaims(b *Store) bool {
 	w := b.commits.writes
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, cs := range w.keys {
-		for _, c := range cs {
-			if c.done != nil {
-				return true
-			}
+	for _, e := range w.keys {
+		if len(e.sealed) > 0 {
+			return true
 		}
 	}
 	return false

@@ -18,8 +18,8 @@ const maxClaimKeys = 3
 type claimKeys struct {
 	h [maxClaimKeys]uint64
 	n int
-	// in are the cohorts a write joined, by key (begin), for end to leave.
-	in [maxClaimKeys]*cohort
+	// gen is, by key, the generation of the key's writes a write joined (begin), for end to leave.
+	gen [maxClaimKeys]uint64
 }
 
 // pendingWrites tracks the writes queued or in flight on the committer, so that a Claim reading
@@ -31,30 +31,36 @@ type claimKeys struct {
 //
 // A Claim waits only for the writes pending when it arrives: those that begin later are
 // concurrent with it, and waiting for them too would keep a Claim of a busy entity waiting for
-// as long as its Dones overlap, up to every request of the entity then in the app. So the
-// writes of a key are grouped in cohorts: a waiting Claim seals the key's cohorts, and later
-// writes start a new one.
+// as long as its Dones overlap, up to every request of the entity then in the app. So a waiting
+// Claim seals the key's open writes into a cohort it waits for, and later writes start a new
+// generation. Only sealing allocates: a write that no Claim waits for is a count.
 //
 // Entries live only while their writes are queued or in flight, and every cohort holds one
 // at least, so the table is bounded by the queue.
 type pendingWrites struct {
 	seed maphash.Seed
 	mu   sync.Mutex
-	// keys holds each key hash's cohorts with writes pending, oldest first; only the newest
-	// may be open.
-	keys map[uint64][]*cohort
+	keys map[uint64]keyWrites
 }
 
-// cohort is writes of one key hash that began while no Claim waited for the key.
+// keyWrites are the pending writes of one key hash: open counts those of generation gen, begun
+// since a Claim last waited for the key; sealed holds the earlier ones, oldest first.
+type keyWrites struct {
+	gen    uint64
+	open   int
+	sealed []*cohort
+}
+
+// cohort is the writes of one key hash and generation that a waiting Claim sealed; done is
+// closed once the last of them (n) has ended.
 type cohort struct {
-	n int // its writes still pending
-	// done, made when a Claim seals the cohort, is closed once n reaches zero. A sealed
-	// cohort takes no more writes.
+	gen  uint64
+	n    int
 	done chan struct{}
 }
 
 func newPendingWrites() *pendingWrites {
-	return &pendingWrites{seed: maphash.MakeSeed(), keys: make(map[uint64][]*cohort)}
+	return &pendingWrites{seed: maphash.MakeSeed(), keys: make(map[uint64]keyWrites)}
 }
 
 // of returns the claimKeys of a Claim's dedupe keys ids and version key vk (either may be nil).
@@ -76,37 +82,35 @@ func (p *pendingWrites) begin(ks *claimKeys) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i, h := range ks.h[:ks.n] {
-		cs := p.keys[h]
-		if len(cs) == 0 || cs[len(cs)-1].done != nil {
-			cs = append(cs, &cohort{})
-			p.keys[h] = cs
-		}
-		c := cs[len(cs)-1]
-		c.n++
-		ks.in[i] = c
+		e := p.keys[h]
+		e.open++
+		ks.gen[i] = e.gen
+		p.keys[h] = e
 	}
 }
 
 // end unregisters a write that begin registered, once its outcome is known: committed and
-// published, failed, or cancelled before it was taken.
+// published, failed, or cancelled before it was taken. (An entry is deleted only with no write
+// pending, so no write holds a generation of an entry made again since.)
 func (p *pendingWrites) end(ks *claimKeys) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i, h := range ks.h[:ks.n] {
-		c := ks.in[i]
-		if c.n--; c.n > 0 {
-			continue
+		e := p.keys[h]
+		if ks.gen[i] == e.gen {
+			e.open--
+		} else {
+			j := slices.IndexFunc(e.sealed, func(c *cohort) bool { return c.gen == ks.gen[i] })
+			c := e.sealed[j]
+			if c.n--; c.n == 0 {
+				close(c.done)
+				e.sealed = slices.Delete(e.sealed, j, j+1)
+			}
 		}
-		if c.done != nil {
-			close(c.done)
-		}
-		cs := p.keys[h]
-		j := slices.Index(cs, c)
-		cs = slices.Delete(cs, j, j+1)
-		if len(cs) == 0 {
+		if e.open == 0 && len(e.sealed) == 0 {
 			delete(p.keys, h)
 		} else {
-			p.keys[h] = cs
+			p.keys[h] = e
 		}
 	}
 }
@@ -124,16 +128,23 @@ func (p *pendingWrites) await(ctx context.Context, ks *claimKeys) error {
 }
 
 // seal returns channels that are all closed once the writes of ks pending now have ended, and
-// makes later writes of those keys start new cohorts.
+// makes later writes of those keys start a new generation.
 func (p *pendingWrites) seal(ks *claimKeys) []chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var dones []chan struct{}
 	for _, h := range ks.h[:ks.n] {
-		for _, c := range p.keys[h] {
-			if c.done == nil {
-				c.done = make(chan struct{})
-			}
+		e, ok := p.keys[h]
+		if !ok {
+			continue
+		}
+		if e.open > 0 {
+			e.sealed = append(e.sealed, &cohort{gen: e.gen, n: e.open, done: make(chan struct{})})
+			e.gen++
+			e.open = 0
+			p.keys[h] = e
+		}
+		for _, c := range e.sealed {
 			dones = append(dones, c.done)
 		}
 	}
