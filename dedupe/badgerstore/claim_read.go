@@ -16,31 +16,33 @@ func (b *Store) declare(ids [][]byte, vk []byte) claimKeys {
 }
 
 // readClaim runs fn on a read-only view of the ledger that holds every write of ids' and vk's
-// keys that was queued or in flight when it was called. With the committer that is the
-// published snapshot (commit_view.go), once every such write is published (or the store's
-// failure, if one failed); in the per-transaction baseline it is a transaction of its own,
-// which waits for the commits in flight.
+// keys that was queued or in flight when it was called: the published snapshot
+// (commit_view.go), once every such write is published (or the store's failure, if one
+// failed). The per-transaction baseline has no committer, and reads through a transaction of
+// its own, which waits for the commits in flight.
 func (b *Store) readClaim(ctx context.Context, ids [][]byte, vk []byte, fn func(*badger.Txn) error) error {
-	if b.commits != nil {
-		ks := b.commits.writes.of(ids, vk)
-		if err := b.commits.writes.await(ctx, &ks); err != nil {
+	if b.commits == nil {
+		if err := b.use.enter(); err != nil {
 			return err
 		}
-		// A write waited for may have failed after Badger applied it, which reopening reads
-		// back: the snapshot before it would answer as if it never happened (failure.go).
-		if err := b.failed.get(); err != nil {
-			return err
-		}
+		defer b.use.leave()
+		return b.db.View(fn)
+	}
+	ks := b.commits.writes.of(ids, vk)
+	if err := b.commits.writes.await(ctx, &ks); err != nil {
+		return err
+	}
+	// A write waited for may have failed after Badger applied it, which reopening reads back:
+	// the snapshot before it would answer as if it never happened (failure.go).
+	if err := b.failed.get(); err != nil {
+		return err
 	}
 	if err := b.use.enter(); err != nil {
 		return err
 	}
 	defer b.use.leave()
-	if b.commits != nil {
-		if s := b.commits.view.acquire(); s != nil {
-			defer s.release()
-			return fn(s.txn)
-		}
-	}
-	return b.db.View(fn)
+	// Published from the committer's start until it closes, which comes after use refuses.
+	s := b.commits.view.acquire()
+	defer s.release()
+	return fn(s.txn)
 }
