@@ -93,12 +93,13 @@ func TestAttemptsGoOnWhileOutcomesAreRecorded(t *testing.T) {
 	}
 }
 
-// A store that cannot record outcomes stops the attempts after a bound (twice the workers: one
-// round waiting on the store, one in flight), rather than sending events it cannot record,
+// A store that cannot record outcomes stops the attempts after a bound (UnrecordedPerWorker ×
+// the workers, in flight or waiting on the store), rather than sending events it cannot record,
 // which would come due again and be sent again.
 func TestAttemptsStopWhenOutcomesCannotBeRecorded(t *testing.T) {
 	t.Parallel()
 	const workers, events = 4, 50
+	const bound = UnrecordedPerWorker * workers
 	up := newUpstream(t, ok)
 	out := newHeldUpdateOutbox(t)
 	for i := range events {
@@ -110,10 +111,10 @@ func TestAttemptsStopWhenOutcomesCannotBeRecorded(t *testing.T) {
 	released := sync.OnceFunc(func() { close(out.release) })
 	t.Cleanup(released)
 
-	waitFor(t, 5*time.Second, "8 outcomes waiting on the store", func() bool { return out.arrived.Load() == 2*workers })
-	time.Sleep(200 * time.Millisecond) // room for a ninth attempt, which must not come
-	if n, waiting, inFlight := up.count(), out.arrived.Load(), d.Status().InFlight; n != 2*workers || waiting != 2*workers || inFlight != 2*workers {
-		t.Errorf("with the store stuck: %d attempts, %d outcomes waiting, status says %d in flight; want 8, 8, 8", n, waiting, inFlight)
+	waitFor(t, 5*time.Second, fmt.Sprintf("%d outcomes waiting on the store", bound), func() bool { return out.arrived.Load() == bound })
+	time.Sleep(200 * time.Millisecond) // room for one more attempt, which must not come
+	if n, waiting, inFlight := up.count(), out.arrived.Load(), d.Status().InFlight; n != bound || waiting != bound || inFlight != bound {
+		t.Errorf("with the store stuck: %d attempts, %d outcomes waiting, status says %d in flight; want %d of each", n, waiting, inFlight, bound)
 	}
 	released()
 	waitFor(t, 5*time.Second, "all delivered", func() bool { return out.count(testNamespace, dedupe.Delivered) == events })
