@@ -73,7 +73,7 @@ func (d *Deliverer) dispatch(now time.Time) {
 	}
 	workers := d.current.cfg.Workers
 	started := false
-	for len(d.ready) > 0 && d.attempting+d.recording < UnrecordedPerWorker*workers {
+	for len(d.ready) > 0 && d.roomToAttempt() {
 		next := d.ready[0]
 		s := d.settingsAfterLease(next.leasedWith)
 		if next.lease.until.Sub(now) < s.cfg.Timeout+startMargin {
@@ -122,6 +122,14 @@ func (d *Deliverer) dispatch(now time.Time) {
 	if started {
 		d.Notify() // the lease loop may refill what was leased ahead
 	}
+}
+
+// roomToAttempt says whether the events attempted and not yet recorded leave room to start
+// another (d.mu held): fewer than UnrecordedPerWorker × the workers. The rate limit asks for a
+// start only while they do (wantsStart): under a tighter bound of its own it held the attempts
+// there, and dispatch, finding no start, woke the lease loop at once, over and over.
+func (d *Deliverer) roomToAttempt() bool {
+	return d.attempting+d.recording < UnrecordedPerWorker*d.current.cfg.Workers
 }
 
 // idleWait is how long a goroutine whose event's work is done waits for the next event's.
