@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hookgate/hookgate/deliver"
 )
 
 // TestAsyncCrashLosesNothingAcknowledged is the promise to operators, shown with the built
@@ -22,7 +24,7 @@ func TestAsyncCrashLosesNothingAcknowledged(t *testing.T) {
 // TestAsyncRepeatedCrashesLoseNothingAcknowledged is the same promise under repeated crashes:
 // during one load of 20,000 events Caddy is killed with -9 five times and started again each
 // time. Every acknowledged event reaches the upstream, and the duplicates there are at most the
-// attempts in flight at each kill: workers × kills.
+// events attempted and not yet recorded at each kill: deliver.UnrecordedPerWorker × workers × kills.
 func TestAsyncRepeatedCrashesLoseNothingAcknowledged(t *testing.T) {
 	t.Parallel()
 	crashLoad(t, "crashes", 20000, 64, 5)
@@ -101,11 +103,11 @@ func crashLoad(t *testing.T, name string, total, senders, kills int) {
 	})
 	deliveries := up.total()
 	duplicates := deliveries - total // each acknowledged ID counted once, every ID acknowledged
-	// At a kill, up to workers attempts are in flight and up to workers more answered events
-	// wait for their outcome's synced write (deliver: the slot is freed when the attempt ends).
-	bound := 2 * workers * kills
-	t.Logf("%d events acknowledged (%d of them as a duplicate, their 202 lost in a kill), %d deliveries, %d duplicates (bound %d = 2 × %d workers × %d kills) in %v (all acknowledged after %v); at the kills: %v",
-		total, ackedAsDuplicate.Load(), deliveries, duplicates, bound, workers, kills,
+	// At a kill, events attempted and not yet recorded (in flight, or answered and waiting for
+	// their outcome's synced write) are at most deliver.UnrecordedPerWorker × the workers.
+	bound := deliver.UnrecordedPerWorker * workers * kills
+	t.Logf("%d events acknowledged (%d of them as a duplicate, their 202 lost in a kill), %d deliveries, %d duplicates (bound %d = %d × %d workers × %d kills) in %v (all acknowledged after %v); at the kills: %v",
+		total, ackedAsDuplicate.Load(), deliveries, duplicates, bound, deliver.UnrecordedPerWorker, workers, kills,
 		time.Since(start).Round(time.Millisecond), loaded.Round(time.Millisecond), atKills)
 	if duplicates > bound {
 		t.Fatalf("%d duplicates at the upstream, more than the %d events that can be sent and unrecorded at %d kills", duplicates, bound, kills)

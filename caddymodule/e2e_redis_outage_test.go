@@ -6,13 +6,15 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hookgate/hookgate/deliver"
 )
 
 // TestTwoNodesOnRedisSurvivorDeliversWhatTheKilledNodeAcknowledged loads both nodes with signed
 // events in front of a slow app, so deliveries are in flight, and kills one node with -9 for good.
 // Every event either node acknowledged reaches the app: the dead node's queue is the survivor's,
 // and the events it had leased are taken over once their lease lapses (the forward timeout plus
-// 30s). The only duplicates are the attempts the dead node had in flight.
+// 30s). The only duplicates are the events the dead node had sent and not yet recorded.
 func TestTwoNodesOnRedisSurvivorDeliversWhatTheKilledNodeAcknowledged(t *testing.T) {
 	t.Parallel()
 	rd := durableRedis(t)
@@ -54,12 +56,13 @@ func takeover(t *testing.T, storage string, routes []string, total int) {
 	}
 	sink.mu.Unlock()
 	deliveries := sink.total()
-	// Sent and not recorded when A died: each route's workers' attempts in flight, and as many
-	// more answered while their outcome waited for its write (docs/delivery.md).
-	duplicates, bound := deliveries-total, 2*twoNodeWorkers*len(routes)
-	t.Logf("%d events sent to 2 nodes (%d routes), answers %v; node A killed at %d acknowledged/%d delivered; %d acknowledged by A, %d of them delivered by B after the kill, %d of those over 20s after it, once A's leases lapsed (the last %v after it); %d deliveries, %d duplicates (bound %d: 2 × A's workers); all acknowledged after %v, all delivered after %v",
+	// Sent and not recorded when A died: on each route, the attempts in flight and those answered
+	// while their outcome waited for its write, deliver.UnrecordedPerWorker × the workers at most
+	// (docs/delivery.md).
+	duplicates, bound := deliveries-total, deliver.UnrecordedPerWorker*twoNodeWorkers*len(routes)
+	t.Logf("%d events sent to 2 nodes (%d routes), answers %v; node A killed at %d acknowledged/%d delivered; %d acknowledged by A, %d of them delivered by B after the kill, %d of those over 20s after it, once A's leases lapsed (the last %v after it); %d deliveries, %d duplicates (bound %d: %d × A's workers on each route); all acknowledged after %v, all delivered after %v",
 		total, len(routes), &load.outcomes, ackedAtKill, deliveredAtKill, len(byKilled), afterKill, afterLease, lastTakenOver.Round(time.Millisecond),
-		deliveries, duplicates, bound, ackedAll.Round(time.Millisecond), time.Since(load.started).Round(time.Millisecond))
+		deliveries, duplicates, bound, deliver.UnrecordedPerWorker, ackedAll.Round(time.Millisecond), time.Since(load.started).Round(time.Millisecond))
 	if duplicates > bound {
 		t.Errorf("%d duplicates at the upstream, more than the %d events node A can have sent and not recorded", duplicates, bound)
 	}
@@ -147,9 +150,10 @@ func TestTwoNodesOnRedisRestartAnswer503WhileDownThenDeliverEverything(t *testin
 		len(acked), deliveries, deliveries-total,
 		ackedAll.Round(time.Millisecond), time.Since(load.started).Round(time.Millisecond))
 	// Only events sent and not recorded when Redis died can be delivered again (nothing is
-	// leased while it is down): each node's attempts in flight, and as many more answered while
-	// their outcome waited for its write (docs/delivery.md).
-	if bound := 2 * 2 * twoNodeWorkers; deliveries-total > bound {
+	// leased while it is down): on each node, the attempts in flight and those answered while
+	// their outcome waited for its write, deliver.UnrecordedPerWorker × the workers at most
+	// (docs/delivery.md).
+	if bound := 2 * deliver.UnrecordedPerWorker * twoNodeWorkers; deliveries-total > bound {
 		t.Errorf("%d duplicates at the upstream, more than the %d events both nodes can have sent and not recorded", deliveries-total, bound)
 	}
 	whileDown.mu.Lock()

@@ -50,8 +50,9 @@ type Config struct {
 	// Timeout bounds one attempt: connecting, sending the event and reading the answer.
 	// Default 30s.
 	Timeout time.Duration
-	// Workers bounds the attempts in flight at once. Up to Workers more events may be waiting
-	// for their outcome to be recorded, and up to 2×Workers be leased ahead, ready to start,
+	// Workers bounds the attempts in flight at once. Events attempted and not yet recorded (in
+	// flight, or answered and waiting for their outcome to be recorded) stay within
+	// UnrecordedPerWorker × Workers, and up to 2×Workers may be leased ahead, ready to start,
 	// as long as the bodies of those leased ahead and in flight stay within 64 MiB.
 	// Default 16.
 	Workers int

@@ -16,6 +16,13 @@ import (
 // worker could have taken it over meanwhile.
 const startMargin = outboxTimeout
 
+// UnrecordedPerWorker bounds the events attempted and not yet recorded, per worker: those in
+// flight and those whose outcome waits for the store. The store records outcomes in group
+// commits, one sync for all that wait, so while one syncs the workers go on and the next group
+// gathers; bounded at twice the workers, they stopped at nearly every sync instead. A crash sends
+// these events again, as at-least-once allows.
+const UnrecordedPerWorker = 8
+
 // leasedEvent is an event leased ahead: leased, not yet started.
 type leasedEvent struct {
 	ev *dedupe.Event
@@ -57,16 +64,16 @@ func (d *Deliverer) queueLeased(s *settings, events []*dedupe.Event) {
 // dispatch starts the events leased ahead, in order, while the settings in force allow (d.mu
 // held): an attempt needs a free slot (Workers of them, one probe while the upstream is
 // paused) and, under a rate limit, a start taken for it (takeStart); and the events attempted
-// but not yet recorded stay within twice the workers, so a slow or failing store stops the
-// attempts instead of letting them race ahead of what it can record. An event of an entity in
-// work needs no slot: it is only postponed.
+// but not yet recorded stay within UnrecordedPerWorker × the workers, so a slow or failing store
+// stops the attempts instead of letting them race ahead of what it can record. An event of an
+// entity in work needs no slot: it is only postponed.
 func (d *Deliverer) dispatch(now time.Time) {
 	if d.stopped || d.current.invalid != nil {
 		return
 	}
 	workers := d.current.cfg.Workers
 	started := false
-	for len(d.ready) > 0 && d.attempting+d.recording < 2*workers {
+	for len(d.ready) > 0 && d.roomToAttempt() {
 		next := d.ready[0]
 		s := d.settingsAfterLease(next.leasedWith)
 		if next.lease.until.Sub(now) < s.cfg.Timeout+startMargin {
@@ -115,6 +122,14 @@ func (d *Deliverer) dispatch(now time.Time) {
 	if started {
 		d.Notify() // the lease loop may refill what was leased ahead
 	}
+}
+
+// roomToAttempt says whether the events attempted and not yet recorded leave room to start
+// another (d.mu held): fewer than UnrecordedPerWorker × the workers. The rate limit asks for a
+// start only while they do (wantsStart): under a tighter bound of its own it held the attempts
+// there, and dispatch, finding no start, woke the lease loop at once, over and over.
+func (d *Deliverer) roomToAttempt() bool {
+	return d.attempting+d.recording < UnrecordedPerWorker*d.current.cfg.Workers
 }
 
 // idleWait is how long a goroutine whose event's work is done waits for the next event's.

@@ -131,18 +131,19 @@ func TestEventsBeingRecordedHoldNoBody(t *testing.T) {
 	out := &bodySeenOutbox{heldUpdateOutbox: newHeldUpdateOutbox(t)}
 	cfg := testConfig(t, up.URL)
 	cfg.Workers = workers
-	for i := range 2 * workers {
+	const waiting = UnrecordedPerWorker * workers
+	for i := range waiting {
 		out.add(testEvent(fmt.Sprintf("evt_%d", i), strings.Repeat("x", size)))
 	}
 	d := startDelivererWithLogger(t, out, cfg, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 
-	waitFor(t, 10*time.Second, "every outcome waiting for the store", func() bool { return out.arrived.Load() == 2*workers })
-	if n, inFlight := d.Status().HeldBytes, d.Status().InFlight; n != 0 || inFlight != 2*workers {
+	waitFor(t, 10*time.Second, "every outcome waiting for the store", func() bool { return out.arrived.Load() == waiting })
+	if n, inFlight := d.Status().HeldBytes, d.Status().InFlight; n != 0 || inFlight != waiting {
 		t.Errorf("with %d outcomes waiting for the store, the deliverer holds %d KiB of bodies (%d in flight), want none",
-			2*workers, n>>10, inFlight)
+			waiting, n>>10, inFlight)
 	}
 	close(out.release)
-	waitFor(t, 10*time.Second, "every event delivered", func() bool { return out.count(testNamespace, dedupe.Delivered) == 2*workers })
+	waitFor(t, 10*time.Second, "every event delivered", func() bool { return out.count(testNamespace, dedupe.Delivered) == waiting })
 	if n := out.largestBody(); n != 0 {
 		t.Errorf("an outcome was recorded with the event's body of %d bytes still attached", n)
 	}

@@ -23,7 +23,8 @@ import (
 // provider's six headers accepted into Badger (not timed), then a deliverer with the default
 // workers leasing, sending them to an upstream on 127.0.0.1 and recording them delivered. Its
 // allocs/op and B/op (per event delivered, the upstream's own included) show each change of the
-// path; its time moves with the machine.
+// path, and commits/op how many events' outcomes share a synced group commit; its time moves
+// with the machine.
 func BenchmarkDeliverFromBadger(b *testing.B) {
 	store, err := badgerstore.Open(b.TempDir())
 	if err != nil {
@@ -51,6 +52,8 @@ func BenchmarkDeliverFromBadger(b *testing.B) {
 	}
 	wg.Wait()
 
+	var commits atomic.Int64
+	store.ObserveCommits(func(time.Duration, int) { commits.Add(1) })
 	d := New(store, testNamespace, Config{Target: target}, zap.NewNop())
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -64,6 +67,7 @@ func BenchmarkDeliverFromBadger(b *testing.B) {
 	if err := d.Stop(ctx); err != nil {
 		b.Error(err)
 	}
+	b.ReportMetric(float64(commits.Load())/float64(b.N), "commits/op")
 }
 
 // benchEvent is event i as a provider sends it: 1 KiB of JSON with six headers.

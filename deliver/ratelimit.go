@@ -215,7 +215,7 @@ func (d *Deliverer) wantsStart(now time.Time) bool {
 		return false
 	}
 	free, _ := d.health.slots(s.cfg.Workers, d.attempting, now)
-	return free > 0 && d.attempting+d.recording < 2*s.cfg.Workers
+	return free > 0 && d.roomToAttempt()
 }
 
 // permitValid says whether the start taken last from this process's limiter may still be used
