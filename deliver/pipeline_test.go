@@ -95,31 +95,52 @@ func TestAttemptsGoOnWhileOutcomesAreRecorded(t *testing.T) {
 
 // A store that cannot record outcomes stops the attempts after a bound (UnrecordedPerWorker ×
 // the workers, in flight or waiting on the store), rather than sending events it cannot record,
-// which would come due again and be sent again.
+// which would come due again and be sent again. Under a rate limit, kept in this process or
+// shared by the nodes, attempts go on up to the same bound.
 func TestAttemptsStopWhenOutcomesCannotBeRecorded(t *testing.T) {
-	t.Parallel()
-	const workers, events = 4, 50
-	const bound = UnrecordedPerWorker * workers
-	up := newUpstream(t, ok)
-	out := newHeldUpdateOutbox(t)
-	for i := range events {
-		out.add(testEvent(fmt.Sprintf("evt_%02d", i), "{}"))
-	}
-	cfg := testConfig(t, up.URL)
-	cfg.Workers = workers
-	d := startDelivererWithLogger(t, out, cfg, nil)
-	released := sync.OnceFunc(func() { close(out.release) })
-	t.Cleanup(released)
+	for _, tc := range []struct {
+		name   string
+		rate   Rate
+		shared bool
+	}{
+		{name: "no rate"},
+		{name: "rate", rate: Rate{Starts: 200, Per: time.Second}},
+		{name: "rate shared by nodes", rate: Rate{Starts: 200, Per: time.Second}, shared: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			const workers, events = 4, 50
+			const bound = UnrecordedPerWorker * workers
+			up := newUpstream(t, ok)
+			held := newHeldUpdateOutbox(t)
+			var out dedupe.Outbox = held
+			if tc.shared {
+				out = &sharedStartsOutbox{heldUpdateOutbox: held}
+			}
+			for i := range events {
+				held.add(testEvent(fmt.Sprintf("evt_%02d", i), "{}"))
+			}
+			cfg := testConfig(t, up.URL)
+			cfg.Workers = workers
+			cfg.Rate = tc.rate
+			d := startDelivererWithLogger(t, out, cfg, nil)
+			released := sync.OnceFunc(func() { close(held.release) })
+			t.Cleanup(released)
 
-	waitFor(t, 5*time.Second, fmt.Sprintf("%d outcomes waiting on the store", bound), func() bool { return out.arrived.Load() == bound })
-	time.Sleep(200 * time.Millisecond) // room for one more attempt, which must not come
-	if n, waiting, inFlight := up.count(), out.arrived.Load(), d.Status().InFlight; n != bound || waiting != bound || inFlight != bound {
-		t.Errorf("with the store stuck: %d attempts, %d outcomes waiting, status says %d in flight; want %d of each", n, waiting, inFlight, bound)
-	}
-	released()
-	waitFor(t, 5*time.Second, "all delivered", func() bool { return out.count(testNamespace, dedupe.Delivered) == events })
-	if n := up.count(); n != events {
-		t.Errorf("upstream got %d requests for %d events", n, events)
+			// Waited for up to a while, not failed at once: what was attempted then is the finding.
+			for deadline := time.Now().Add(10 * time.Second); held.arrived.Load() < bound && time.Now().Before(deadline); {
+				time.Sleep(2 * time.Millisecond)
+			}
+			time.Sleep(200 * time.Millisecond) // room for one more attempt, which must not come
+			if n, waiting, inFlight := up.count(), held.arrived.Load(), d.Status().InFlight; n != bound || waiting != bound || inFlight != bound {
+				t.Errorf("with the store stuck: %d attempts, %d outcomes waiting, status says %d in flight; want %d of each", n, waiting, inFlight, bound)
+			}
+			released()
+			waitFor(t, 10*time.Second, "all delivered", func() bool { return held.count(testNamespace, dedupe.Delivered) == events })
+			if n := up.count(); n != events {
+				t.Errorf("upstream got %d requests for %d events", n, events)
+			}
+		})
 	}
 }
 
@@ -255,46 +276,4 @@ type sharedStartsOutbox struct {
 
 func (s *sharedStartsOutbox) TakeStart(ctx context.Context, ns string, interval, ahead time.Duration) (time.Duration, error) {
 	return s.starts.TakeStart(ctx, ns, interval, ahead)
-}
-
-// Under a rate limit, attempts go on while outcomes wait on a slow store up to the same bound
-// as without one (UnrecordedPerWorker × the workers), with the rate kept in this process or
-// shared by the nodes, and stop there.
-func TestAttemptsUnderARateGoOnWhileOutcomesWaitUpToTheBound(t *testing.T) {
-	for _, shared := range []bool{false, true} {
-		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
-			t.Parallel()
-			const workers, events = 4, 50
-			const bound = UnrecordedPerWorker * workers
-			up := newUpstream(t, ok)
-			held := newHeldUpdateOutbox(t)
-			var out dedupe.Outbox = held
-			if shared {
-				out = &sharedStartsOutbox{heldUpdateOutbox: held}
-			}
-			for i := range events {
-				held.add(testEvent(fmt.Sprintf("evt_%02d", i), "{}"))
-			}
-			cfg := testConfig(t, up.URL)
-			cfg.Workers = workers
-			cfg.Rate = Rate{Starts: 200, Per: time.Second}
-			d := startDelivererWithLogger(t, out, cfg, nil)
-			released := sync.OnceFunc(func() { close(held.release) })
-			t.Cleanup(released)
-
-			// Waited for up to a while, not failed at once: what was attempted then is the finding.
-			for deadline := time.Now().Add(10 * time.Second); held.arrived.Load() < bound && time.Now().Before(deadline); {
-				time.Sleep(2 * time.Millisecond)
-			}
-			time.Sleep(200 * time.Millisecond) // room for one more attempt, which must not come
-			if n, waiting, inFlight := up.count(), held.arrived.Load(), d.Status().InFlight; n != bound || waiting != bound || inFlight != bound {
-				t.Errorf("with the store stuck: %d attempts, %d outcomes waiting, status says %d in flight; want %d of each", n, waiting, inFlight, bound)
-			}
-			released()
-			waitFor(t, 10*time.Second, "all delivered", func() bool { return held.count(testNamespace, dedupe.Delivered) == events })
-			if n := up.count(); n != events {
-				t.Errorf("upstream got %d requests for %d events", n, events)
-			}
-		})
-	}
 }
