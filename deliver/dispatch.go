@@ -126,8 +126,8 @@ func (d *Deliverer) dispatch(now time.Time) {
 
 // roomToAttempt says whether the events attempted and not yet recorded leave room to start
 // another (d.mu held): fewer than UnrecordedPerWorker × the workers. The rate limit asks for a
-// start only while they do (wantsStart): under a tighter bound of its own it held the attempts
-// there, and dispatch, finding no start, woke the lease loop at once, over and over.
+// start only while they do (wantsStart), so the two stop at the same bound: with a tighter one
+// of its own, dispatch would find no start and wake the lease loop at once, over and over.
 func (d *Deliverer) roomToAttempt() bool {
 	return d.attempting+d.recording < UnrecordedPerWorker*d.current.cfg.Workers
 }

@@ -2,6 +2,7 @@ package deliver
 
 import (
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -9,23 +10,34 @@ import (
 	"github.com/hookgate/hookgate/dedupe"
 )
 
-// recordingObserver keeps what it is told.
+// recordingObserver keeps what it is told: when each attempt started, and the states recorded.
 type recordingObserver struct {
-	mu       sync.Mutex
-	attempts int
-	states   map[dedupe.State]int
+	mu     sync.Mutex
+	starts []time.Time
+	states map[dedupe.State]int
 }
 
-func (o *recordingObserver) Attempted(time.Duration) {
+func (o *recordingObserver) Attempted(took time.Duration) {
+	started := time.Now().Add(-took)
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.attempts++
+	o.starts = append(o.starts, started)
 }
 
 func (o *recordingObserver) Recorded(state dedupe.State) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.states == nil {
+		o.states = make(map[dedupe.State]int)
+	}
 	o.states[state]++
+}
+
+// attemptStarts is when each attempt started, in the order the observer was told.
+func (o *recordingObserver) attemptStarts() []time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.starts)
 }
 
 // One event fails once then is delivered, one is refused (dead), one is superseded unsent: the
@@ -63,8 +75,8 @@ func TestObserverToldOfEveryOutcome(t *testing.T) {
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
 	want := map[dedupe.State]int{dedupe.Pending: 1, dedupe.Delivered: 1, dedupe.Dead: 1, dedupe.Superseded: 1}
-	if obs.attempts != 3 || len(obs.states) != len(want) {
-		t.Fatalf("observed %d attempts and states %v; want 3 attempts and %v", obs.attempts, obs.states, want)
+	if len(obs.starts) != 3 || len(obs.states) != len(want) {
+		t.Fatalf("observed %d attempts and states %v; want 3 attempts and %v", len(obs.starts), obs.states, want)
 	}
 	for state, n := range want {
 		if obs.states[state] != n {

@@ -56,27 +56,6 @@ func expectWithinRate(t *testing.T, at []time.Time, rate Rate) int {
 	return busiest
 }
 
-// attemptStarts is an Observer that keeps when each attempt started.
-type attemptStarts struct {
-	mu sync.Mutex
-	at []time.Time
-}
-
-func (a *attemptStarts) Attempted(took time.Duration) {
-	started := time.Now().Add(-took)
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.at = append(a.at, started)
-}
-
-func (a *attemptStarts) Recorded(dedupe.State) {}
-
-func (a *attemptStarts) starts() []time.Time {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return slices.Clone(a.at)
-}
-
 // A backlog drained under `rate 10/s` starts no more than 10 attempts in any second (+1 at the
 // window's edge), however many workers are free, and every event arrives. The starts are timed
 // where the deliverer makes them: the limiter spaces them with no room to spare at the window's
@@ -88,8 +67,8 @@ func TestRateLimitSpreadsABacklogOverTime(t *testing.T) {
 	cfg := testConfig(t, up.URL)
 	cfg.Workers = 16
 	cfg.Rate = Rate{Starts: 10, Per: time.Second}
-	starts := new(attemptStarts)
-	cfg.Observer = starts
+	obs := new(recordingObserver)
+	cfg.Observer = obs
 	out := newFakeOutbox()
 	const events = 100
 	for i := range events {
@@ -101,7 +80,7 @@ func TestRateLimitSpreadsABacklogOverTime(t *testing.T) {
 	waitFor(t, 60*time.Second, "all delivered", func() bool { return out.count(testNamespace, dedupe.Delivered) == events })
 	took := time.Since(began)
 	got := up.received()
-	busiest := expectWithinRate(t, starts.starts(), cfg.Rate)
+	busiest := expectWithinRate(t, obs.attemptStarts(), cfg.Rate)
 	t.Logf("%d events delivered in %v; busiest second held %d starts (%d arrivals)",
 		len(got), took.Round(time.Millisecond), busiest, busiestWindow(arrivals(got), cfg.Rate.Per))
 	if len(got) != events {
