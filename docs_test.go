@@ -1,10 +1,13 @@
 package hookgate_test
 
 import (
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
@@ -342,6 +345,106 @@ func TestDocumentedTestsExist(t *testing.T) {
 					t.Errorf("%s names %s, which no package has", page, name)
 				}
 			}
+		}
+	}
+}
+
+// modulePath is this module's import path, which its own packages' imports begin with.
+const modulePath = "github.com/hookgate/hookgate"
+
+// packageImports are the imports of the non-test Go files of each package directory of the module
+// (the root's own package and testdata left out), by directory, as `verify/`.
+func packageImports(t *testing.T) map[string][]string {
+	t.Helper()
+	imports := map[string][]string{}
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		if path != "." && (d.Name() == "testdata" || d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".")) {
+			return filepath.SkipDir
+		}
+		files, _ := filepath.Glob(filepath.Join(path, "*.go"))
+		for _, file := range files {
+			if strings.HasSuffix(file, "_test.go") || path == "." {
+				continue
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.ImportsOnly)
+			if err != nil {
+				return err
+			}
+			dir := filepath.ToSlash(path) + "/"
+			if imports[dir] == nil {
+				imports[dir] = []string{}
+			}
+			for _, spec := range f.Imports {
+				imp, _ := strconv.Unquote(spec.Path.Value)
+				if !slices.Contains(imports[dir], imp) {
+					imports[dir] = append(imports[dir], imp)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return imports
+}
+
+// TestPackagesImportOnlyWhatArchitectureSays: docs/architecture.md's package table names every
+// package of the module and, for each, exactly the module's packages it imports; verify/ imports
+// the standard library only, and no package but caddymodule/ imports Caddy.
+func TestPackagesImportOnlyWhatArchitectureSays(t *testing.T) {
+	src, err := os.ReadFile("docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string][]string{}
+	for _, line := range strings.Split(string(src), "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		cells := tableCells(line)
+		dir := strings.Trim(cells[0], "`")
+		if len(cells) < 3 || !strings.HasSuffix(dir, "/") {
+			continue
+		}
+		documented[dir] = []string{}
+		for _, span := range codeSpan.FindAllString(cells[1], -1) {
+			documented[dir] = append(documented[dir], strings.Trim(span, "`"))
+		}
+	}
+	actual := packageImports(t)
+	if len(actual) < 8 {
+		t.Fatalf("only %d packages found: is the walk still right?", len(actual))
+	}
+	for dir, imports := range actual {
+		var own []string
+		for _, imp := range imports {
+			switch {
+			case strings.HasPrefix(imp, modulePath+"/"):
+				own = append(own, strings.TrimPrefix(imp, modulePath+"/"))
+			case strings.HasPrefix(imp, "github.com/caddyserver/") && dir != "caddymodule/":
+				t.Errorf("%s imports %s: only caddymodule/ may import Caddy", dir, imp)
+			}
+			if first, _, _ := strings.Cut(imp, "/"); dir == "verify/" && strings.Contains(first, ".") {
+				t.Errorf("verify/ imports %s: it may import the standard library only", imp)
+			}
+		}
+		slices.Sort(own)
+		want, ok := documented[dir]
+		slices.Sort(want)
+		switch {
+		case !ok:
+			t.Errorf("docs/architecture.md has no row for the package %s (it imports %q)", dir, own)
+		case !slices.Equal(own, want):
+			t.Errorf("docs/architecture.md says %s imports %q of this module; it imports %q", dir, want, own)
+		}
+	}
+	for dir := range documented {
+		if _, ok := actual[dir]; !ok {
+			t.Errorf("docs/architecture.md has a row for %s, which is no package of the module", dir)
 		}
 	}
 }
