@@ -2,8 +2,10 @@ package caddymodule
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -220,4 +222,90 @@ func mustPresetConfig(t *testing.T, name string) verify.Config {
 		t.Fatalf("no preset %q", name)
 	}
 	return c
+}
+
+// A sender holding a route's secret (a `generic` route's sender is often no big provider) signs
+// bodies nested thousands of levels deep, to a route that reads JSON from them: one of 1 MiB, six
+// at once, and one of 5 MB under max_body 10MiB. Each is refused 400 unparsed, and Caddy's peak
+// RSS stays within its idle RSS plus the body budget (32 MiB); a body nested exactly as deep as
+// allowed still passes.
+func TestDeeplyNestedSignedBodiesCostNoMoreThanTheBodyBudget(t *testing.T) {
+	t.Parallel()
+	const budget = 32 << 20
+	config := filepath.Join(t.TempDir(), "Caddyfile")
+	caddyfile := `{
+	admin {$HOOKGATE_ADMIN:localhost:2019}
+	hookgate {
+		body_budget 32MiB
+	}
+}
+
+http://localhost:{$HOOKGATE_PORT:8080} {
+	bind 127.0.0.1
+	hookgate /hooks/demo {
+		preset standard
+		secret {env.HOOKGATE_SECRET}
+		name demo
+		max_body 10MiB
+		only json type test
+	}
+	respond "ok" 200
+}
+`
+	if err := os.WriteFile(config, []byte(caddyfile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := newBinaryGateway(t, config)
+	g.start(t)
+	pid := g.cmd.Process.Pid
+	url := fmt.Sprintf("http://localhost:%d/hooks/demo", g.port)
+	client := &http.Client{Timeout: 60 * time.Second}
+	post := func(id string, body []byte) (int, string) {
+		header, err := verify.Sign(mustPresetConfig(t, "standard"), testSecret, id, time.Now(), body)
+		if err != nil {
+			t.Error(err)
+			return 0, ""
+		}
+		req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			t.Error(err)
+			return 0, ""
+		}
+		req.Header = header
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Errorf("%s: %v", id, err)
+			return 0, ""
+		}
+		defer resp.Body.Close()
+		answer, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(answer)
+	}
+	atLimit := []byte(`{"type":"test","pad":` + strings.Repeat("[", 127) + strings.Repeat("]", 127) + `}`)
+	if status, answer := post("evt_nested_128", atLimit); status != http.StatusOK || answer != "ok" {
+		t.Fatalf("a body nested 128 levels deep: %d %q, want 200 from the app", status, answer)
+	}
+	idleKiB := procStatusKiB(t, pid, "VmRSS")
+
+	refused := func(id string, body []byte) {
+		if status, answer := post(id, body); status != http.StatusBadRequest || !strings.Contains(answer, "more than 128 levels deep") {
+			t.Errorf("%s (%d bytes nested): %d %q, want 400 with the reason", id, len(body), status, answer)
+		}
+	}
+	refused("evt_nested_1MiB", bytes.Repeat([]byte("["), 1<<20))
+	var wg sync.WaitGroup
+	for i := range 6 {
+		wg.Go(func() { refused(fmt.Sprintf("evt_nested_six_%d", i), bytes.Repeat([]byte("[{\"a\":"), 1<<20/6)) })
+	}
+	wg.Wait()
+	refused("evt_nested_5MB", bytes.Repeat([]byte("["), 5_000_000))
+
+	peakKiB := procStatusKiB(t, pid, "VmHWM")
+	t.Logf("Caddy's RSS idle %d MiB, peak %d MiB after the nested bodies (body budget %d MiB)", idleKiB>>10, peakKiB>>10, budget>>20)
+	if peakKiB<<10 > idleKiB<<10+budget {
+		t.Errorf("Caddy's peak RSS %d MiB, want at most its idle %d MiB plus the %d MiB body budget", peakKiB>>10, idleKiB>>10, budget>>20)
+	}
+	if status, answer := post("evt_nested_after", atLimit); status != http.StatusOK || answer != "ok" {
+		t.Fatalf("a genuine event after the nested bodies: %d %q, want 200 from the app", status, answer)
+	}
 }

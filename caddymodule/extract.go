@@ -15,10 +15,10 @@ import (
 
 // claimFor pulls the event ID and, when configured, the entity and version out of a verified
 // request. Every error is a 400 reason in words.
-func (h *Handler) claimFor(r *http.Request, body []byte, verified verify.Result) (dedupe.Claim, error) {
+func (h *Handler) claimFor(r *http.Request, doc *jsonBody, verified verify.Result) (dedupe.Claim, error) {
 	claim := dedupe.Claim{Namespace: h.Name, Lease: time.Duration(h.Lease)}
 	if h.ID != nil {
-		id, err := h.ID.lookup(r, body)
+		id, err := h.ID.lookup(r, doc)
 		if err != nil && !h.DedupeOff {
 			return claim, fmt.Errorf("event ID: %w", err)
 		}
@@ -28,16 +28,16 @@ func (h *Handler) claimFor(r *http.Request, body []byte, verified verify.Result)
 		claim.ID = ""
 	}
 	if h.dedupeDigest && claim.ID != "" {
-		claim.Digest = h.signedDigest(verified, body)
+		claim.Digest = h.signedDigest(verified, doc.raw)
 	}
 	if h.Version == nil {
 		return claim, nil
 	}
-	entity, err := h.Version.Entity.lookup(r, body)
+	entity, err := h.Version.Entity.lookup(r, doc)
 	if err != nil {
 		return claim, fmt.Errorf("version entity: %w", err)
 	}
-	raw, err := h.Version.Version.lookup(r, body)
+	raw, err := h.Version.Version.lookup(r, doc)
 	if err != nil {
 		return claim, fmt.Errorf("version: %w", err)
 	}
@@ -48,20 +48,21 @@ func (h *Handler) claimFor(r *http.Request, body []byte, verified verify.Result)
 	return claim, nil
 }
 
-// lookup finds the source's value; a missing or empty value is an error.
-func (s *Source) lookup(r *http.Request, body []byte) (string, error) {
+// lookup finds the source's value; a missing or empty value is an error, and so is a body the
+// JSON path cannot be read from as the app would (jsonbody.go).
+func (s *Source) lookup(r *http.Request, doc *jsonBody) (string, error) {
 	var v string
 	switch s.From {
 	case "body_sha256": // signed with the body; a retry carries the same body
-		sum := sha256.Sum256(body)
+		sum := sha256.Sum256(doc.raw)
 		return hex.EncodeToString(sum[:]), nil
 	case "header":
 		v = r.Header.Get(s.key)
 	case "json":
-		if !gjson.ValidBytes(body) {
-			return "", fmt.Errorf("body is not valid JSON")
+		res, err := doc.get(&s.path)
+		if err != nil {
+			return "", err
 		}
-		res := gjson.GetBytes(body, s.Name)
 		if res.Type == gjson.JSON {
 			return "", fmt.Errorf("JSON field %s is an object or array, not a value", s.Name)
 		}
@@ -73,11 +74,16 @@ func (s *Source) lookup(r *http.Request, body []byte) (string, error) {
 	return v, nil
 }
 
-// provision notes a header source's canonical key, so that looking it up allocates nothing.
-func (s *Source) provision() {
-	if s.From == "header" {
+// provision notes a header source's canonical key, so that looking it up allocates nothing, and
+// splits a JSON path into its steps.
+func (s *Source) provision() (err error) {
+	switch s.From {
+	case "header":
 		s.key = http.CanonicalHeaderKey(s.Name)
+	case "json":
+		s.path, err = parseJSONPath(s.Name)
 	}
+	return err
 }
 
 func (s *Source) describe() string {

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -18,8 +19,8 @@ type Filter struct {
 	// From is where the value is: `json` (a JSON path in the body) or `header`. Required.
 	From string `json:"from"`
 
-	// Name is the JSON path (gjson syntax, e.g. `type` or `data.object.customer`) or the header
-	// name (any case). Required.
+	// Name is the JSON path (keys and array indexes separated by dots, e.g. `type` or
+	// `data.object.customer`) or the header name (any case). Required.
 	Name string `json:"name"`
 
 	// Values are the alternatives, any one of which matches. A value ending in `*` matches every
@@ -32,28 +33,30 @@ type Filter struct {
 	Values []string `json:"values"`
 
 	key      string   // a header's canonical key (provision)
+	path     jsonPath // a JSON path's steps (provision)
 	exact    []string // the values without a trailing `*`
 	prefixes []string // the values with one, without it
 	reason   string   // {http.hookgate.reason} of an event this filter ignores
 }
 
 // filter answers 200 ignored, before the event is claimed or queued, when the verified event
-// fails one of the route's `only` filters; answered is false when it is to go on.
-func (h *Handler) filter(out *outcome, r *http.Request, body []byte) (answered bool, _ error) {
-	if len(h.Only) == 0 {
-		return false, nil
-	}
-	isJSON := !h.onlyJSON || gjson.ValidBytes(body) // gjson reads invalid JSON unpredictably
+// fails one of the route's `only` filters; answered is false when it is to go on. A body a JSON
+// filter cannot read as the app would is refused 400 (jsonbody.go).
+func (h *Handler) filter(out *outcome, r *http.Request, doc *jsonBody) (answered bool, _ error) {
 	for i := range h.Only {
 		f := &h.Only[i]
-		if f.matches(r, body, isJSON) {
+		match, err := f.matches(r, doc)
+		if err != nil {
+			return true, out.reject(http.StatusBadRequest, err)
+		}
+		if match {
 			continue
 		}
 		// The ID, when there is one, tells the log which event was left out; a missing one is
 		// no error here.
 		var id string
 		if h.ID != nil && !h.DedupeOff {
-			id, _ = h.ID.lookup(r, body)
+			id, _ = h.ID.lookup(r, doc)
 		}
 		out.event(id, h.scheme)
 		return true, out.ignored(f.reason)
@@ -61,26 +64,29 @@ func (h *Handler) filter(out *outcome, r *http.Request, body []byte) (answered b
 	return false, nil
 }
 
-// matches reports whether the request's value matches one of the filter's values. isJSON says
-// whether the body is valid JSON.
-func (f *Filter) matches(r *http.Request, body []byte, isJSON bool) bool {
+// matches reports whether the request's value matches one of the filter's values. A body that is
+// not JSON matches no JSON filter; one refused as JSON is the error.
+func (f *Filter) matches(r *http.Request, doc *jsonBody) (bool, error) {
 	if f.From == "header" {
 		for _, v := range r.Header[f.key] {
 			if f.matchValue(v) {
-				return true
+				return true, nil
 			}
 		}
-		return false
+		return false, nil
 	}
-	if !isJSON {
-		return false
+	res, err := doc.get(&f.path)
+	switch {
+	case errors.Is(err, errNotJSON):
+		return false, nil
+	case err != nil:
+		return false, err
 	}
-	res := gjson.GetBytes(body, f.Name)
 	switch res.Type {
 	case gjson.Null, gjson.JSON: // missing, null, an object or an array
-		return false
+		return false, nil
 	}
-	return f.matchValue(res.String())
+	return f.matchValue(res.String()), nil
 }
 
 func (f *Filter) matchValue(v string) bool {
@@ -149,6 +155,12 @@ func (f *Filter) provision() error {
 		return err
 	}
 	f.key = http.CanonicalHeaderKey(f.Name)
+	if f.From == "json" {
+		var err error
+		if f.path, err = parseJSONPath(f.Name); err != nil {
+			return fmt.Errorf("only json: %w", err)
+		}
+	}
 	f.exact, f.prefixes = nil, nil
 	for _, v := range f.Values {
 		if p, ok := strings.CutSuffix(v, "*"); ok {
@@ -163,12 +175,10 @@ func (f *Filter) provision() error {
 
 // provisionFilters compiles the route's `only` filters.
 func (h *Handler) provisionFilters() error {
-	h.onlyJSON = false
 	for i := range h.Only {
 		if err := h.Only[i].provision(); err != nil {
 			return fmt.Errorf("hookgate: %w", err)
 		}
-		h.onlyJSON = h.onlyJSON || h.Only[i].From == "json"
 	}
 	return nil
 }

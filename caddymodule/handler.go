@@ -60,18 +60,19 @@ func (h *Handler) serve(out *outcome, w http.ResponseWriter, r *http.Request, ne
 	// The public URL, for schemes that sign it (publicurl.go); a timestamp inside the body, for
 	// schemes that sign one there (bodytimestamp.go).
 	msg := h.message(r, body)
-	verified, err := h.verify(&msg, time.Now())
+	doc := jsonBody{raw: body} // read, if at all, as the app will (jsonbody.go)
+	verified, err := h.verify(&msg, &doc, time.Now())
 	held.verified() // verification's own buffers are no longer held (bodybudget.go)
 	if err != nil {
-		return out.reject(http.StatusUnauthorized, err)
+		return out.reject(verifyStatus(err), err)
 	}
 	if reply, ok := h.verifier.Handshake(verified, &msg); ok { // the provider's endpoint check
 		return out.handshake(h.scheme, reply)
 	}
-	if answered, err := h.filter(out, r, body); answered { // the route's `only` filters (filter.go)
+	if answered, err := h.filter(out, r, &doc); answered { // the route's `only` filters (filter.go)
 		return err
 	}
-	claim, err := h.claimFor(r, body, verified)
+	claim, err := h.claimFor(r, &doc, verified)
 	if err != nil {
 		return out.reject(http.StatusBadRequest, err)
 	}

@@ -168,13 +168,16 @@ type Handler struct {
 	TimestampHeader string `json:"timestamp_header,omitempty"`
 	// TimestampUnit overrides the timestamp's unit: s, ms or rfc3339.
 	TimestampUnit string `json:"timestamp_unit,omitempty"`
-	// TimestampJSON overrides the JSON path (gjson syntax) of a timestamp inside the signed body,
+	// TimestampJSON overrides the JSON path (keys and array indexes separated by dots) of a
+	// timestamp inside the signed body,
 	// checked against tolerance like a signed timestamp header (Linear's webhookTimestamp).
 	// Default: the preset's; only linear has one.
 	TimestampJSON string `json:"timestamp_json,omitempty"`
 
 	verifier *verify.Verifier
 	scheme   string // sent as Hookgate-Verified
+	// timestampPath is the scheme's TimestampJSON, split into steps (bodytimestamp.go).
+	timestampPath *jsonPath
 	// signsURL is set when the scheme signs the method or URL, so requests need their public URL.
 	signsURL bool
 	// dedupeDigest is set when the signature does not cover the event ID (replay.go).
@@ -184,8 +187,6 @@ type Handler struct {
 	// keepSignedURL is set when queued events keep the URL their provider signed (resign.go).
 	keepSignedURL bool
 	ledger        *pooledLedger
-	// onlyJSON is set when a filter reads the body's JSON (filter.go).
-	onlyJSON bool
 	// maxPending is an async route's bound on its backlog (Forward.MaxPending, defaulted).
 	maxPending int
 	// backlogFull is set while accepts are refused at maxPending, so that is logged once.
@@ -205,10 +206,12 @@ type Source struct {
 	// From is `header`, `json`, or (for an event ID only) `body_sha256`: the hex SHA-256 of the
 	// body, for providers that send no ID; a retry carries the same body.
 	From string `json:"from"`
-	// Name is the header name or the JSON path (gjson syntax); empty for body_sha256.
+	// Name is the header name or the JSON path: keys and array indexes separated by dots
+	// (`data.object.id`, `events.0.id`; `\` makes a dot part of a key); empty for body_sha256.
 	Name string `json:"name,omitempty"`
 
-	key string // a header's canonical key (provision)
+	key  string   // a header's canonical key (provision)
+	path jsonPath // a JSON path's steps (provision)
 }
 
 // VersionSource locates an event's entity key and its version. Versions are integers or RFC 3339
@@ -266,10 +269,17 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("hookgate: preset %s has no event ID: set `id header NAME`, `id json PATH` or `id body_sha256`, or `dedupe off`", h.Preset)
 	}
 	if h.ID != nil {
-		h.ID.provision()
+		if err := h.ID.provision(); err != nil {
+			return fmt.Errorf("hookgate: id: %w", err)
+		}
 	}
 	for _, s := range h.versionSources() {
-		s.provision()
+		if err := s.provision(); err != nil {
+			return fmt.Errorf("hookgate: version: %w", err)
+		}
+	}
+	if err := h.provisionBodyTimestamp(); err != nil {
+		return err
 	}
 	if err := h.provisionFilters(); err != nil {
 		return err

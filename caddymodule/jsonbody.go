@@ -1,0 +1,200 @@
+package caddymodule
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"github.com/tidwall/gjson"
+)
+
+// hookgate reads JSON from a verified body (`only json`, `id json`, `version json`, a scheme's
+// timestamp in the body) and must read it as the app will, at a cost the body budget covers. Two
+// kinds of body break that, and are refused 400 on a route that reads JSON:
+//
+//   - Deep nesting. gjson validates recursively, a Go stack frame per level, so one signed 1 MiB
+//     body of `[[[[…` grew Caddy by a hundred MiB outside the budget. The depth is counted first,
+//     in one flat pass, and a body nested deeper than maxJSONDepth is never parsed.
+//   - A key spelt twice. gjson takes the first of two equal keys; Go's encoding/json, JavaScript
+//     and most apps the last, and encoding/json fills a struct's field from a key in any letter
+//     case. So where a key on a path hookgate reads appears more than once in its object (after
+//     decoding `\u` escapes, in any letter case), the filter, the ledger and the app could each
+//     take another value: hookgate refuses to guess.
+//
+// Paths are plain (keys and array indexes between dots): gjson's wildcards, queries and
+// modifiers pick among several values, which no app reads alike.
+
+// maxJSONDepth is how deeply the arrays and objects of a body hookgate reads JSON from may nest.
+// Webhook payloads nest a handful of levels; encoding/json allows 10,000, but 128 keeps gjson's
+// recursion small.
+const maxJSONDepth = 128
+
+// errNotJSON is a body that is not valid JSON. A filter does not match it; an ID or version
+// cannot be read from it.
+var errNotJSON = errors.New("body is not valid JSON")
+
+// jsonRefusal is a JSON body hookgate will not read: too deeply nested, or with a key on the path
+// spelt twice. It is answered 400, whatever reads it.
+type jsonRefusal struct{ reason string }
+
+func (e *jsonRefusal) Error() string { return e.reason }
+
+var errTooDeep = &jsonRefusal{fmt.Sprintf("the JSON body nests arrays and objects more than %d levels deep", maxJSONDepth)}
+
+// jsonPath is a path into a JSON body: object keys and array indexes separated by dots, a `\`
+// making the character after it part of the key.
+type jsonPath struct {
+	text  string   // as configured, for reasons
+	steps []string // the keys, unescaped
+}
+
+// gjsonOnly are the characters that mean something in a gjson path beyond keys and indexes.
+const gjsonOnly = "*?#@|!{}[]()"
+
+// parseJSONPath splits a configured path into its steps, refusing gjson's query syntax.
+func parseJSONPath(text string) (jsonPath, error) {
+	p := jsonPath{text: text}
+	var step strings.Builder
+	end := func() error {
+		if step.Len() == 0 {
+			return fmt.Errorf("JSON path %q has an empty key: keys and array indexes are separated by single dots", text)
+		}
+		p.steps = append(p.steps, step.String())
+		step.Reset()
+		return nil
+	}
+	for i := 0; i < len(text); i++ {
+		switch c := text[i]; {
+		case c == '\\' && i+1 < len(text):
+			i++
+			step.WriteByte(text[i])
+		case c == '\\':
+			return p, fmt.Errorf("JSON path %q ends in a lone `\\`", text)
+		case c == '.':
+			if err := end(); err != nil {
+				return p, err
+			}
+		case strings.IndexByte(gjsonOnly, c) >= 0:
+			return p, fmt.Errorf("JSON path %q: `%c` is gjson query syntax, which hookgate does not take: name one value by its keys and "+
+				"array indexes, separated by dots (write `\\%c` for a `%c` that is part of a key)", text, c, c, c)
+		default:
+			step.WriteByte(c)
+		}
+	}
+	return p, end()
+}
+
+// jsonBody reads JSON from one request's verified body, checking it once, on the first read.
+type jsonBody struct {
+	raw     []byte
+	checked bool
+	err     error // errNotJSON or errTooDeep
+}
+
+func (b *jsonBody) check() error {
+	if !b.checked {
+		b.checked = true
+		switch {
+		case !withinDepth(b.raw, maxJSONDepth):
+			b.err = errTooDeep
+		case !gjson.ValidBytes(b.raw): // recursive, but now at most maxJSONDepth deep
+			b.err = errNotJSON
+		}
+	}
+	return b.err
+}
+
+// get is the value at path: a Result that does not exist when it is missing. Its error is
+// errNotJSON or a *jsonRefusal.
+func (b *jsonBody) get(path *jsonPath) (gjson.Result, error) {
+	if err := b.check(); err != nil {
+		return gjson.Result{}, err
+	}
+	// Read in place: the body may be a pooled buffer, so the value is copied out before it returns.
+	cur := gjson.Parse(unsafe.String(unsafe.SliceData(b.raw), len(b.raw)))
+	for _, step := range path.steps {
+		switch {
+		case cur.IsObject():
+			var twice bool
+			if cur, twice = member(cur, step); twice {
+				return gjson.Result{}, &jsonRefusal{fmt.Sprintf("JSON field %s: the key %q appears more than once in its object "+
+					"(counting \\u escapes and letter case alike), and apps differ on which one they read", path.text, step)}
+			}
+		case cur.IsArray():
+			cur = element(cur, step)
+		default:
+			return gjson.Result{}, nil
+		}
+		if !cur.Exists() {
+			return gjson.Result{}, nil
+		}
+	}
+	cur.Raw, cur.Str = strings.Clone(cur.Raw), strings.Clone(cur.Str)
+	return cur, nil
+}
+
+// member is obj's value at key; twice is true when another key is the same name in another
+// spelling, or the same spelling again.
+func member(obj gjson.Result, key string) (value gjson.Result, twice bool) {
+	matches := 0
+	obj.ForEach(func(k, v gjson.Result) bool {
+		if strings.EqualFold(k.Str, key) {
+			matches++
+			if k.Str == key {
+				value = v
+			}
+		}
+		return matches < 2
+	})
+	return value, matches > 1
+}
+
+// element is arr's value at the index step, or a Result that does not exist.
+func element(arr gjson.Result, step string) (value gjson.Result) {
+	n, err := strconv.Atoi(step)
+	if err != nil || n < 0 {
+		return value
+	}
+	arr.ForEach(func(_, v gjson.Result) bool {
+		if n == 0 {
+			value = v
+		}
+		n--
+		return n >= 0
+	})
+	return value
+}
+
+// withinDepth reports whether raw nests arrays and objects at most limit deep, counting brackets
+// outside strings in one pass, without recursion: refusing a hostile body costs nothing.
+func withinDepth(raw []byte, limit int) bool {
+	depth := 0
+	for i := 0; i < len(raw); i++ {
+		switch raw[i] {
+		case '"':
+			i = stringEnd(raw, i+1)
+		case '[', '{':
+			if depth++; depth > limit {
+				return false
+			}
+		case ']', '}':
+			depth--
+		}
+	}
+	return true
+}
+
+// stringEnd is the index of the quote that ends the string whose text begins at i, or len(raw).
+func stringEnd(raw []byte, i int) int {
+	for ; i < len(raw); i++ {
+		switch raw[i] {
+		case '\\':
+			i++
+		case '"':
+			return i
+		}
+	}
+	return len(raw)
+}
