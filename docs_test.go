@@ -448,3 +448,36 @@ func TestPackagesImportOnlyWhatArchitectureSays(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeRunsTheBuiltBinaryAsTheScriptDoes: the README's line that runs ./caddy by hand is
+// the command `./xcaddy.sh run` runs, with the demo secret the script gives it, and sets every
+// variable the root Caddyfile reads without a default.
+func TestReadmeRunsTheBuiltBinaryAsTheScriptDoes(t *testing.T) {
+	var src []string
+	for _, file := range []string{"README.md", "xcaddy.sh", "Caddyfile"} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src = append(src, string(b))
+	}
+	readme, script, caddyfile := src[0], src[1], src[2]
+	line := regexp.MustCompile("(?m)^HOOKGATE_SECRET=(\\S+) (\\./caddy run [^\n]*)$").FindStringSubmatch(readme)
+	secret := regexp.MustCompile(`export HOOKGATE_SECRET=(\S+)`).FindStringSubmatch(script)
+	run := regexp.MustCompile(`(?m)^\s*exec (\./caddy run [^\n]*)$`).FindStringSubmatch(script)
+	if line == nil || secret == nil || run == nil {
+		t.Fatalf("the README's `HOOKGATE_SECRET=… ./caddy run …` line %q, xcaddy.sh's demo secret %q or its `exec ./caddy run …` %q is gone",
+			line, secret, run)
+	}
+	if line[1] != secret[1] {
+		t.Errorf("the README runs ./caddy with the secret %s; xcaddy.sh's demo secret is %s", line[1], secret[1])
+	}
+	if line[2] != run[1] {
+		t.Errorf("the README runs `%s`; xcaddy.sh runs `%s`", line[2], run[1])
+	}
+	for _, m := range regexp.MustCompile(`\{(?:env\.|\$)(\w+)(:[^}]*)?\}`).FindAllStringSubmatch(caddyfile, -1) {
+		if m[2] == "" && m[1] != "HOOKGATE_SECRET" {
+			t.Errorf("the root Caddyfile reads %s, which has no default and which the README's line does not set", m[1])
+		}
+	}
+}
