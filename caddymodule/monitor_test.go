@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
@@ -398,5 +399,86 @@ func TestMonitorHandsOnNoForgedTrailers(t *testing.T) {
 		if trailers.Get("Hookgate-Verified") != "" || trailers.Get("Hookgate-Event-Id") != "" {
 			t.Errorf("%s: the app got the trailers %v", c.name, trailers)
 		}
+	}
+}
+
+// A monitored route strips a client's own Hookgate-* headers itself. Inside `handle`, hookgate
+// without a matcher of its own has no strip route after it, and neither has a JSON config that
+// does not add one: a request hookgate would refuse, handed on as it came, still reaches the app
+// without them, and one it would accept carries only hookgate's own.
+func TestMonitorStripsAClientsOwnHeadersItself(t *testing.T) {
+	up := newUpstream(t)
+	caddyfile := testSite + `	handle /hooks/* {
+		hookgate {
+			preset standard
+			secret {env.HOOKGATE_TEST_SECRET}
+			name monitor_strip
+			storage badger ` + storageDir + `
+			monitor
+		}
+		reverse_proxy ` + up.Listener.Addr().String() + `
+	}
+}
+`
+	adapted, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(adapted), "hookgate_strip") {
+		t.Fatalf("the adapted config has a strip route, so it would hide the monitor's own strip:\n%s", adapted)
+	}
+	jsonConfig := fmt.Sprintf(`{
+	"admin": {"listen": "localhost:2999"},
+	"apps": {"http": {"http_port": 9080, "servers": {"srv0": {
+		"listen": ["127.0.0.1:9080"],
+		"routes": [{"match": [{"path": ["/hooks/*"]}], "handle": [
+			{"handler": "hookgate", "preset": "standard", "secrets": ["{env.HOOKGATE_TEST_SECRET}"], "name": "monitor_strip",
+			 "storage": {"backend": "badger", "dir": %q}, "monitor": true},
+			{"handler": "reverse_proxy", "upstreams": [{"dial": %q}]}
+		]}],
+		"automatic_https": {"disable": true}
+	}}}}
+}`, storageDir, up.Listener.Addr().String())
+
+	for i, config := range []struct{ name, text, adapter string }{
+		{"caddyfile", caddyfile, "caddyfile"},
+		{"json", jsonConfig, "json"},
+	} {
+		t.Run(config.name, func(t *testing.T) {
+			tester := caddytest.NewTester(t)
+			tester.InitServer(config.text, config.adapter)
+			forged := signedEvent(t, fmt.Sprintf("evt_mon_strip_forged_%d", i), `{"type":"test"}`, time.Now(), "whsec_bm90IHRoZSBzZWNyZXQgYXQgYWxsISEh")
+			valid := signedEvent(t, fmt.Sprintf("evt_mon_strip_%d", i), `{"type":"test"}`, time.Now(), testSecret)
+			for _, ev := range []*event{forged, valid} {
+				ev.headers.Set("Hookgate-Verified", "forged-by-the-client")
+				ev.headers.Set("Hookgate-Event-Id", "evt_the_client_chose")
+				ev.headers.Set("Hookgate-Attempt", "7")
+			}
+			for _, step := range []struct {
+				name     string
+				ev       *event
+				verified string
+			}{
+				{"a forged request", forged, ""},
+				{"a genuine one", valid, "standard"},
+			} {
+				before := up.total()
+				expectReply(t, step.name, send(t, tester.Client, step.ev), http.StatusOK, "upstream says hi")
+				if up.total() != before+1 {
+					t.Fatalf("%s: the app got %d requests, want it handed on", step.name, up.total()-before)
+				}
+				up.mu.Lock()
+				got := up.headers[before]
+				up.mu.Unlock()
+				wantID := ""
+				if step.verified != "" {
+					wantID = step.ev.id
+				}
+				if got.Get("Hookgate-Verified") != step.verified || got.Get("Hookgate-Event-Id") != wantID || got.Get("Hookgate-Attempt") != "" {
+					t.Errorf("%s: the app got Hookgate-Verified %q, Hookgate-Event-Id %q, Hookgate-Attempt %q; want %q, %q and none",
+						step.name, got.Get("Hookgate-Verified"), got.Get("Hookgate-Event-Id"), got.Get("Hookgate-Attempt"), step.verified, wantID)
+				}
+			}
+		})
 	}
 }
