@@ -1,16 +1,22 @@
 package caddymodule
 
 import (
+	"encoding/json"
+	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddytest"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
@@ -99,36 +105,113 @@ func TestReadmeTryItLineGetsThroughOnceThenIsADuplicate(t *testing.T) {
 // caddyfileBlock matches a ```caddyfile block, indented or not (inside a list item).
 var caddyfileBlock = regexp.MustCompile("(?ms)^( *)```caddyfile\n(.*?)^ *```")
 
-// asCaddyfile makes a documented snippet a whole Caddyfile: a directive goes into a site, and a
-// storage block into a route of that site.
+// asCaddyfile makes a documented snippet a whole Caddyfile, formatted as `caddy fmt` writes it: a
+// directive goes into a site, and a storage block into a route of that site, each indented one
+// tab deeper.
 func asCaddyfile(snippet string) string {
 	first := strings.Fields(snippet)[0]
+	indent := func(s, by string) string {
+		lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+		for i, line := range lines {
+			if line != "" {
+				lines[i] = by + line
+			}
+		}
+		return strings.Join(lines, "\n") + "\n"
+	}
 	switch {
 	case first == "{" || strings.Contains(first, ".") || strings.Contains(first, ":"):
 		return snippet // global options or a site
 	case first == "storage":
-		return "example.com {\n\thookgate /hooks/demo* {\n\t\tpreset standard\n\t\tsecret {env.HOOKGATE_SECRET}\n" + snippet + "\n\t}\n}\n"
+		return "example.com {\n\thookgate /hooks/demo* {\n\t\tpreset standard\n\t\tsecret {env.HOOKGATE_SECRET}\n" + indent(snippet, "\t\t") + "\t}\n}\n"
 	default:
-		return "example.com {\n" + snippet + "\n}\n"
+		return "example.com {\n" + indent(snippet, "\t") + "}\n"
 	}
 }
 
-// TestDocumentedCaddyfilesAdapt adapts every Caddyfile the README and docs show, as a user pasting
-// it would (a directive into a site, a storage block into a route): each is a config Caddy's
-// adapter takes, every subdirective and argument as hookgate's parser reads them.
-func TestDocumentedCaddyfilesAdapt(t *testing.T) {
+// docsSecret is the value each environment variable a documented snippet reads is set to, and the
+// content of each file it reads a secret from: a Standard Webhooks secret, which every scheme that
+// takes a secret takes, sign_upstream's included.
+const docsSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// placeholderEnv and the paths below are what a documented snippet reads from the machine.
+var (
+	placeholderEnv  = regexp.MustCompile(`\{env\.(\w+)\}`)
+	placeholderFile = regexp.MustCompile(`\{file\.(/[^}]+)\}`)
+	// A log file or ledger directory the snippet names, which loading it would create.
+	machinePath = regexp.MustCompile(`(?m)^([ \t]*(?:output file|storage badger) )(/\S+)`)
+)
+
+// onThisMachine is the snippet as a config that loads here, and what it reads set up: each
+// {env.NAME} it reads set to docsSecret (when the test's environment has none), each
+// {file./PATH} and each log file or Badger directory moved under dir, the files holding docsSecret.
+func onThisMachine(t *testing.T, caddyfile, dir string) string {
+	t.Helper()
+	for _, m := range placeholderEnv.FindAllStringSubmatch(caddyfile, -1) {
+		if _, set := os.LookupEnv(m[1]); !set {
+			t.Setenv(m[1], docsSecret)
+		}
+	}
+	caddyfile = placeholderFile.ReplaceAllStringFunc(caddyfile, func(placeholder string) string {
+		path := filepath.Join(dir, placeholderFile.FindStringSubmatch(placeholder)[1])
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(docsSecret), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return "{file." + path + "}"
+	})
+	return machinePath.ReplaceAllString(caddyfile, "${1}"+dir+"${2}")
+}
+
+// TestDocumentedCaddyfilesAreFormattedAndLoad takes every Caddyfile the README and docs show, as
+// a user pasting it would (a directive into a site, a storage block into a route): it is as
+// `caddy fmt` writes it, Caddy's adapter takes it without a warning, and the config it makes
+// loads as `caddy validate` loads it: every module provisioned (a preset's name, a secret's
+// format, a duration's range checked), no server started. What the snippets read from the machine
+// is set up first (onThisMachine). A `storage redis` snippet loads without a Redis: provisioning
+// makes the client, which dials on first use.
+func TestDocumentedCaddyfilesAreFormattedAndLoad(t *testing.T) {
+	t.Setenv("HOOKGATE_SECRET", docsSecret)
 	adapter := caddyconfig.GetAdapter("caddyfile")
 	snippets := 0
-	for page, src := range docPages(t) {
-		for _, m := range caddyfileBlock.FindAllStringSubmatch(src, -1) {
+	pages := docPages(t)
+	names := slices.Sorted(maps.Keys(pages))
+	for _, page := range names {
+		for _, m := range caddyfileBlock.FindAllStringSubmatch(pages[page], -1) {
 			snippets++
 			var lines []string
 			for _, line := range strings.Split(m[2], "\n") {
 				lines = append(lines, strings.TrimPrefix(line, m[1]))
 			}
 			snippet := strings.Join(lines, "\n")
-			if _, _, err := adapter.Adapt([]byte(asCaddyfile(snippet)), map[string]any{"filename": page}); err != nil {
-				t.Errorf("%s: the Caddyfile beginning %q does not adapt: %v", page, strings.SplitN(snippet, "\n", 2)[0], err)
+			what := fmt.Sprintf("%s: the Caddyfile beginning %q", page, strings.SplitN(snippet, "\n", 2)[0])
+			if formatted := string(caddyfile.Format([]byte(snippet))); formatted != snippet {
+				t.Errorf("%s is not as `caddy fmt` writes it:\n%s", what, formatted)
+			}
+			adapted, warnings, err := adapter.Adapt([]byte(asCaddyfile(snippet)), map[string]any{"filename": page})
+			if err != nil {
+				t.Errorf("%s does not adapt: %v", what, err)
+				continue
+			}
+			for _, w := range warnings {
+				t.Errorf("%s adapts with a warning: %s", what, w.String())
+			}
+			dir := t.TempDir()
+			t.Setenv("XDG_DATA_HOME", dir) // Caddy's data directory, where the default ledger would be
+			loadable := onThisMachine(t, asCaddyfile(snippet), dir)
+			if adapted, _, err = adapter.Adapt([]byte(loadable), map[string]any{"filename": page}); err != nil {
+				t.Errorf("%s, set up on this machine, does not adapt: %v", what, err)
+				continue
+			}
+			var cfg caddy.Config
+			if err := json.Unmarshal(adapted, &cfg); err != nil {
+				t.Fatalf("%s: decoding the adapted config: %v", what, err)
+			}
+			cfg.Admin = &caddy.AdminConfig{Disabled: true}
+			if err := caddy.Validate(&cfg); err != nil {
+				t.Errorf("%s does not load: %v", what, err)
 			}
 		}
 	}
