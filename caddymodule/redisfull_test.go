@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/internal/redistest"
@@ -67,6 +70,27 @@ func fullRedis(t *testing.T) (*pooledLedger, *observer.ObservedLogs, func(id str
 	}
 	if !errors.Is(full, errRedisFull) {
 		t.Fatalf("accepting until Redis is full ended with %v, want errRedisFull", full)
+	}
+	// Once its clients idle, Redis frees tens of KiB of their buffers: room for one more event in
+	// a Redis filled just to its limit. The limit goes well below what it holds, so that it stays
+	// full until deliveries free bodies.
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rdb.Close()
+	info, err := rdb.Info(context.Background(), "memory").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var used int64
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+			used, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	if used == 0 {
+		t.Fatalf("no used_memory in Redis's INFO memory: %q", info)
+	}
+	if err := rdb.ConfigSet(context.Background(), "maxmemory", strconv.FormatInt(used-256<<10, 10)).Err(); err != nil {
+		t.Fatal(err)
 	}
 	return pool, logs, accept
 }
