@@ -1,6 +1,9 @@
 package caddymodule
 
 import (
+	"maps"
+	"slices"
+
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
@@ -115,7 +118,17 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err != nil {
 				return err
 			}
+			if allowed, ok := closedSets[sub]; ok {
+				if err := checkChoice(d, sub, *strings[sub], allowed); err != nil {
+					return err
+				}
+			}
 			continue
+		}
+		if !slices.Contains(compoundSubdirectives, sub) {
+			known := slices.Concat(slices.Collect(maps.Keys(strings)), slices.Collect(maps.Keys(durations)), compoundSubdirectives)
+			slices.Sort(known)
+			return unknownSubdirective(d, "hookgate", sub, known)
 		}
 		if err := h.unmarshalCompound(d, sub); err != nil {
 			return err
@@ -123,6 +136,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	}
 	return nil
 }
+
+// compoundSubdirectives are those unmarshalCompound reads.
+var compoundSubdirectives = []string{"secret", "public_key", "monitor", "dedupe", "handshake", "max_body", "id", "version", "only", "forward", "storage"}
 
 // unmarshalCompound handles the subdirectives that take more than one plain value.
 func (h *Handler) unmarshalCompound(d *caddyfile.Dispenser, sub string) error {
@@ -170,14 +186,22 @@ func (h *Handler) unmarshalCompound(d *caddyfile.Dispenser, sub string) error {
 		case len(args) == 1 && args[0] == "body_sha256":
 			h.ID = &Source{From: args[0]}
 		case len(args) == 2:
+			if err := checkChoice(d, "id source", args[0], []string{"header", "json"}); err != nil {
+				return err
+			}
 			h.ID = &Source{From: args[0], Name: args[1]}
 		default:
-			return d.ArgErr()
+			return d.Err("id takes: header|json <name|path>, or body_sha256")
 		}
 	case "version":
 		v := new(VersionSource)
 		if !d.AllArgs(&v.Entity.From, &v.Entity.Name, &v.Version.From, &v.Version.Name) {
 			return d.Err("version takes: header|json <entity> header|json <version>")
+		}
+		for _, from := range []string{v.Entity.From, v.Version.From} {
+			if err := checkChoice(d, "version source", from, []string{"header", "json"}); err != nil {
+				return err
+			}
 		}
 		h.Version = v
 	case "only":
@@ -202,8 +226,6 @@ func (h *Handler) unmarshalCompound(d *caddyfile.Dispenser, sub string) error {
 			return err
 		}
 		h.Storage = st
-	default:
-		return d.Errf("unrecognized hookgate subdirective %q", sub)
 	}
 	return nil
 }
@@ -216,6 +238,9 @@ func unmarshalStorage(d *caddyfile.Dispenser) (*Storage, error) {
 		return nil, d.ArgErr()
 	}
 	st.Backend = d.Val()
+	if err := checkChoice(d, "storage backend", st.Backend, []string{"badger", "redis"}); err != nil {
+		return nil, err
+	}
 	if st.Backend == "redis" {
 		return st, unmarshalRedisStorage(d, st)
 	}
@@ -227,7 +252,7 @@ func unmarshalStorage(d *caddyfile.Dispenser) (*Storage, error) {
 	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		if d.Val() != "min_free" {
-			return nil, d.Errf("unrecognized storage subdirective %q (min_free is the only one)", d.Val())
+			return nil, unknownSubdirective(d, "storage badger", d.Val(), []string{"min_free"})
 		}
 		var raw string
 		if !d.AllArgs(&raw) {

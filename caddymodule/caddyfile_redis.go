@@ -1,6 +1,8 @@
 package caddymodule
 
 import (
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/caddyserver/caddy/v2"
@@ -43,7 +45,9 @@ func unmarshalRedisStorage(d *caddyfile.Dispenser, st *Storage) error {
 			continue
 		}
 		if sub != "db" {
-			return d.Errf("unrecognized storage redis subdirective %q", sub)
+			known := slices.Concat(slices.Collect(maps.Keys(strings)), slices.Collect(maps.Keys(flags)), slices.Collect(maps.Keys(durations)), []string{"db"})
+			slices.Sort(known)
+			return unknownSubdirective(d, "storage redis", sub, known)
 		}
 		var raw string
 		if !d.AllArgs(&raw) {

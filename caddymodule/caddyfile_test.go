@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -78,12 +79,12 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		"hookgate {\n version json a\n}":      "version takes",
 		"hookgate {\n preset\n}":              "wrong argument count",
 		"hookgate {\n storage badger a b\n}":  "wrong argument count",
-		"hookgate {\n id header\n}":           "wrong argument count",
+		"hookgate {\n id header\n}":           "id takes: header|json <name|path>, or body_sha256",
 		"hookgate {\n secret a b\n}":          "wrong argument count",
 		"hookgate {\n storage\n}":             "wrong argument count",
 		"hookgate {\n version json a json\n}": "version takes",
 		"hookgate {\n lease 1m 2m\n}":         "wrong argument count",
-		"hookgate {\n id json a b\n}":         "wrong argument count",
+		"hookgate {\n id json a b\n}":         "id takes: header|json <name|path>, or body_sha256",
 		"hookgate {\n dedupe\n}":              "dedupe takes one argument: off",
 		"hookgate {\n monitor on\n}":          "wrong argument count",
 	} {
@@ -91,6 +92,38 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(input))
 		if err == nil || !strings.Contains(err.Error(), wantErr) {
 			t.Errorf("%q: got error %v, want one containing %q", input, err, wantErr)
+		}
+	}
+}
+
+// A word from a closed set is checked as the Caddyfile is read: a typo is refused with the file
+// and line it is on, and the word it most likely meant; another word, with the choices.
+func TestCaddyfileClosedSetsRefusedWithFileLineAndAGuess(t *testing.T) {
+	for input, wantErr := range map[string]string{
+		"preset strpe":                              `unknown preset "strpe": did you mean "stripe"? (one of box, clerk,`,
+		"preset Stripe":                             `unknown preset "Stripe": did you mean "stripe"?`,
+		"preset mailgun":                            `unknown preset "mailgun": use one of box, clerk,`,
+		"encoding base46":                           `unknown encoding "base46": did you mean "base64"? (one of hex, base64, base64url)`,
+		"algorithm sha265":                          `unknown algorithm "sha265": did you mean "sha256"?`,
+		"secret_encoding wsec":                      `unknown secret_encoding "wsec": did you mean "whsec"?`,
+		"signature_format stripes":                  `unknown signature_format "stripes": did you mean "stripe"?`,
+		"timestamp_unit sec":                        `unknown timestamp_unit "sec": use one of s, ms, rfc3339`,
+		"id jsn data.id":                            `unknown id source "jsn": did you mean "json"?`,
+		"version json a headr b":                    `unknown version source "headr": did you mean "header"?`,
+		"storage bdger":                             `unknown storage backend "bdger": did you mean "badger"?`,
+		"storage badger {\n min_fre 1GB\n }":        `unrecognized storage badger subdirective "min_fre": did you mean "min_free"?`,
+		"storage redis redis://r {\n pasword x\n }": `unrecognized storage redis subdirective "pasword": did you mean "password"?`,
+		"secrets abc":                               `unrecognized hookgate subdirective "secrets": did you mean "secret"?`,
+		"dedup_ttl 1h":                              `unrecognized hookgate subdirective "dedup_ttl": did you mean "dedupe_ttl"?`,
+		"frobnicate 1":                              `unrecognized hookgate subdirective "frobnicate" (one of algorithm, dedupe,`,
+		"forward http://a {\n jitter ful\n }":       `unknown jitter "ful": did you mean "full"?`,
+		"forward http://a {\n max_atempts 3\n }":    `unrecognized forward subdirective "max_atempts": did you mean "max_attempts"?`,
+	} {
+		caddyfile := "example.com {\n\thookgate {\n\t\t" + input + "\n\t}\n}\n"
+		_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile), map[string]any{"filename": "Caddyfile"})
+		at := fmt.Sprintf("at Caddyfile:%d", 3+strings.Count(input, "{")) // the line of the word
+		if err == nil || !strings.Contains(err.Error(), wantErr) || !strings.HasSuffix(err.Error(), at) {
+			t.Errorf("%q: got error %v, want one containing %q, %s", input, err, wantErr, at)
 		}
 	}
 }

@@ -2,7 +2,9 @@ package caddymodule
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -140,6 +142,9 @@ func unmarshalForward(d *caddyfile.Dispenser) (*Forward, error) {
 			if !d.AllArgs(&f.Jitter) {
 				return nil, d.ArgErr()
 			}
+			if err := checkChoice(d, "jitter", f.Jitter, []string{deliver.JitterProportional, deliver.JitterFull, deliver.JitterNone}); err != nil {
+				return nil, err
+			}
 		case sub == "backoff":
 			for d.NextArg() {
 				dur, err := caddy.ParseDuration(d.Val())
@@ -152,7 +157,9 @@ func unmarshalForward(d *caddyfile.Dispenser) (*Forward, error) {
 				return nil, d.ArgErr()
 			}
 		default:
-			return nil, d.Errf("unrecognized forward subdirective %q", sub)
+			known := slices.Concat(slices.Collect(maps.Keys(ints)), slices.Collect(maps.Keys(durations)), []string{"resign", "rate", "jitter", "backoff"})
+			slices.Sort(known)
+			return nil, unknownSubdirective(d, "forward", sub, known)
 		}
 	}
 	return f, nil

@@ -138,8 +138,8 @@ func TestUnmarshalCaddyfileKeysURLAndHandshake(t *testing.T) {
 	}
 	for input, wantErr := range map[string]string{
 		"hookgate {\n handshake on\n}":           "handshake takes one argument: off",
-		"hookgate {\n id body_sha256 extra x\n}": "wrong argument count",
-		"hookgate {\n id json\n}":                "wrong argument count",
+		"hookgate {\n id body_sha256 extra x\n}": "id takes: header|json <name|path>, or body_sha256",
+		"hookgate {\n id json\n}":                "id takes: header|json <name|path>, or body_sha256",
 		"hookgate {\n public_key\n}":             "wrong argument count",
 		"hookgate {\n public_url a b\n}":         "wrong argument count",
 	} {

@@ -39,6 +39,16 @@ const (
 	HandshakeLine    = "line"
 )
 
+// The values each Config field that names a choice accepts, for callers that check a
+// configuration as it is written.
+var (
+	Formats         = []string{FormatSingle, FormatStripe, FormatPaddle, FormatStandard}
+	Encodings       = []string{EncodingHex, EncodingBase64, EncodingBase64URL}
+	Algorithms      = []string{AlgorithmSHA256, AlgorithmSHA1, AlgorithmSHA512, AlgorithmEd25519, AlgorithmECDSAP256}
+	SecretEncodings = []string{SecretRaw, SecretBase64, SecretHex, SecretWhsec}
+	TimestampUnits  = []string{UnitSeconds, UnitMilliseconds, UnitRFC3339}
+)
+
 // DefaultTolerance is the freshness window used when Config.Tolerance is 0.
 const DefaultTolerance = 5 * time.Minute
 
@@ -120,26 +130,26 @@ func (c *Config) Validate() error {
 		problems = append(problems, fmt.Errorf(format, args...))
 	}
 
-	if !oneOf(c.Format, FormatSingle, FormatStripe, FormatPaddle, FormatStandard) {
+	if !oneOf(c.Format, Formats...) {
 		report("unknown format %q: use single, stripe, paddle or standard", c.Format)
 	}
-	if !oneOf(c.Encoding, EncodingHex, EncodingBase64, EncodingBase64URL) {
+	if !oneOf(c.Encoding, Encodings...) {
 		report("unknown encoding %q: use hex, base64 or base64url", c.Encoding)
 	}
-	if !oneOf(c.Algorithm, AlgorithmSHA256, AlgorithmSHA1, AlgorithmSHA512, AlgorithmEd25519, AlgorithmECDSAP256) {
+	if !oneOf(c.Algorithm, Algorithms...) {
 		report("unknown algorithm %q: use sha256, sha1, sha512, ed25519 or ecdsa-p256", c.Algorithm)
 	}
-	if !oneOf(c.SecretEncoding, SecretRaw, SecretBase64, SecretHex, SecretWhsec) {
+	if !oneOf(c.SecretEncoding, SecretEncodings...) {
 		report("unknown secret encoding %q: use raw, base64, hex or whsec", c.SecretEncoding)
 	}
-	if !oneOf(c.TimestampUnit, UnitSeconds, UnitMilliseconds, UnitRFC3339) {
+	if !oneOf(c.TimestampUnit, TimestampUnits...) {
 		report("unknown timestamp unit %q: use s, ms or rfc3339", c.TimestampUnit)
 	}
 	if !oneOf(c.Handshake, "", HandshakeSlack, HandshakeZoom, HandshakeDiscord, HandshakeTwitch, HandshakeLine) {
 		report("unknown handshake %q: use slack, zoom, discord, twitch or line", c.Handshake)
 	}
 	if len(c.signatureHeaders()) == 0 {
-		report("no signature header: set SignatureHeader")
+		report("no signature header: set signature_header")
 	}
 	if c.Prefix != "" && c.Format != FormatSingle {
 		report("a prefix only applies to the single format, not %q", c.Format)
@@ -164,32 +174,32 @@ func (c *Config) validateTemplate(report func(string, ...any)) {
 	}
 	inHeader := c.timestampInSignatureHeader()
 	if template.usesID && c.IDHeader == "" {
-		report("the signed template %q uses {id} but no IDHeader is set", c.Signed)
+		report("the signed template %q uses {id} but no ID header is set (id header NAME)", c.Signed)
 	}
 	if template.usesTimestamp && c.TimestampHeader == "" && !inHeader {
-		report("the signed template %q uses {timestamp} but there is no timestamp source: set TimestampHeader", c.Signed)
+		report("the signed template %q uses {timestamp} but there is no timestamp source: set timestamp_header", c.Signed)
 	}
 	if c.TimestampHeader != "" && !template.usesTimestamp {
-		report("TimestampHeader %q is set but the signed template %q has no {timestamp}: an unsigned timestamp proves nothing", c.TimestampHeader, c.Signed)
+		report("timestamp_header %q is set but the signed template %q has no {timestamp}: an unsigned timestamp proves nothing", c.TimestampHeader, c.Signed)
 	}
 	if c.TimestampJSON != "" && (c.TimestampHeader != "" || inHeader) {
-		report("TimestampJSON is set but the scheme already has a signed timestamp: use one source")
+		report("timestamp_json is set but the scheme already has a signed timestamp: use one source")
 	}
 	if c.TimestampHeader != "" && inHeader {
-		report("the %s format takes its timestamp from the signature header, so TimestampHeader must be empty", c.Format)
+		report("the %s format takes its timestamp from the signature header, so timestamp_header must be empty", c.Format)
 	}
 	if inHeader && !template.usesTimestamp {
 		report("the %s format needs {timestamp} in the signed template: an unsigned timestamp proves nothing", c.Format)
 	}
 	switch {
 	case template.usesParams && c.BodyHashParam == "":
-		report("the signed template %q uses {params} but no BodyHashParam covers a body that is not a form", c.Signed)
+		report("the signed template %q uses {params} but no signed URL parameter carries the hash of a body that is not a form", c.Signed)
 	case template.usesParams && !template.usesURL:
 		report("the signed template %q uses {params} but not {url}, which carries %s", c.Signed, c.BodyHashParam)
 	case !template.usesBody && !template.usesParams:
 		report("the signed template %q lacks {body}", c.Signed)
 	case c.BodyHashParam != "" && !template.usesParams:
-		report("BodyHashParam is set but the signed template %q has no {params}", c.Signed)
+		report("a body hash parameter is set but the signed template %q has no {params}", c.Signed)
 	}
 }
 

@@ -63,7 +63,7 @@ func TestValidateRejectsBadConfigs(t *testing.T) {
 		{"unknown secret encoding", func(c *Config) { c.SecretEncoding = "rot13" }, `unknown secret encoding "rot13"`},
 		{"unknown unit", func(c *Config) { c.TimestampUnit = "us" }, `unknown timestamp unit "us"`},
 		{"no signature header", func(c *Config) { c.SignatureHeader = "" }, "no signature header"},
-		{"id without header", func(c *Config) { c.Signed = "{id}.{body}" }, "uses {id} but no IDHeader"},
+		{"id without header", func(c *Config) { c.Signed = "{id}.{body}" }, "uses {id} but no ID header"},
 		{"timestamp without source", func(c *Config) { c.Signed = "{timestamp}.{body}" }, "no timestamp source"},
 		{"unsigned timestamp", func(c *Config) { c.TimestampHeader = "X-Timestamp" }, "an unsigned timestamp proves nothing"},
 		{"no body", func(c *Config) { c.Signed = "constant" }, "lacks {body}"},
@@ -74,7 +74,7 @@ func TestValidateRejectsBadConfigs(t *testing.T) {
 			c.Format = FormatStripe
 			c.Signed = "{timestamp}.{body}"
 			c.TimestampHeader = "X-Timestamp"
-		}, "TimestampHeader must be empty"},
+		}, "timestamp_header must be empty"},
 		{"stripe without signed timestamp", func(c *Config) { c.Format = FormatStripe }, "stripe format needs {timestamp}"},
 	}
 	for _, tc := range cases {
