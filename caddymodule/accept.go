@@ -25,7 +25,7 @@ func (h *Handler) checkAsyncMaxBody() error {
 	if h.Forward == nil || h.MaxBody <= maxAsyncBody {
 		return nil
 	}
-	return fmt.Errorf("hookgate: max_body %s is too large for an async route: the queue stores at most %s per event, headers included, so max_body may be at most %s",
+	return fmt.Errorf("max_body %s is too large for an async route: the queue stores at most %s per event, headers included, so max_body may be at most %s",
 		humanize.IBytes(uint64(h.MaxBody)), humanize.IBytes(dedupe.MaxPayload), humanize.IBytes(maxAsyncBody))
 }
 

@@ -81,15 +81,15 @@ func (a *App) register(key routeKey, store *pooledLedger, delivery *deliver.Conf
 	for other, r := range a.routes {
 		switch {
 		case other.name == key.name && r.store.scope == store.scope:
-			return fmt.Errorf("hookgate: two routes named %q share the store %s: give each its own `name`", key.name, store.name)
+			return fmt.Errorf("two routes named %q share the store %s: give each its own `name`", key.name, store.name)
 		case other.name == key.name:
-			return fmt.Errorf("hookgate: two routes are named %q, one in the store %s and one in %s: the admin API, the CLI and the metrics know a route by its name, so give each its own `name`",
+			return fmt.Errorf("two routes are named %q, one in the store %s and one in %s: the admin API, the CLI and the metrics know a route by its name, so give each its own `name`",
 				key.name, r.store.name, store.name)
 		case r.store.scope != store.scope:
 			continue
 		}
 		if r.minFree != minFree {
-			return fmt.Errorf("hookgate: routes %q and %q share the store %s but set different min_free (%s and %s): set the same on both",
+			return fmt.Errorf("routes %q and %q share the store %s but set different min_free (%s and %s): set the same on both",
 				other.name, key.name, store.name, humanize.IBytes(r.minFree), humanize.IBytes(minFree))
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/spf13/cobra"
 )
@@ -91,6 +92,28 @@ func TestAsyncAcknowledgesThenDelivers(t *testing.T) {
 		return strings.Contains(body, `"state":"delivered"`)
 	})
 	expectReply(t, "older version after delivery", send(t, tester.Client, newEvent(t, "evt_async_0", "obj_async", 0)), http.StatusOK, `"stale":true`)
+}
+
+// `forward 127.0.0.1:3000`, as an operator writes reverse_proxy's upstreams, delivers over http;
+// an address that is no upstream is refused with its line when the Caddyfile is read.
+func TestAsyncForwardTakesABareHostAndPort(t *testing.T) {
+	up := newUpstream(t)
+	tester := caddytest.NewTester(t)
+	cfg := gatewayConfig("bare_forward", unusedUpstream, "forward "+up.Listener.Addr().String())
+	tester.InitServer(cfg, "caddyfile")
+	expectReply(t, "accepted", send(t, tester.Client, newEvent(t, "evt_bare_1", "obj_bare", 1)), http.StatusAccepted, `"id":"evt_bare_1"`)
+	waitFor(t, "delivery over http to the bare host:port", 10*time.Second, func() bool { return up.count("evt_bare_1") == 1 })
+
+	for address, wantErr := range map[string]string{
+		"ftp://127.0.0.1:21": `target "ftp://127.0.0.1:21": scheme must be http or https`,
+		"http://":            `target "http:": host is missing`,
+		"127.0.0.1:3000?x=1": `must be only scheme, host and an optional path`,
+	} {
+		_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(gatewayConfig("bad_forward", unusedUpstream, "forward "+address)), map[string]any{"filename": "Caddyfile"})
+		if err == nil || !strings.Contains(err.Error(), wantErr) || !strings.Contains(err.Error(), "at Caddyfile:") {
+			t.Errorf("forward %s: %v, want an error with the line, containing %q", address, err, wantErr)
+		}
+	}
 }
 
 func TestAsyncUpstreamDownThenBack(t *testing.T) {

@@ -133,7 +133,7 @@ func (h *Handler) fitsBodyBudget() error {
 		need, work = need+h.MaxBody+1, work+", and the copy monitor keeps to hand it on,"
 	}
 	if need > h.app.bodyBudget {
-		return fmt.Errorf("hookgate: max_body %s%s is more than the server's body_budget %s: raise body_budget in the hookgate global option",
+		return fmt.Errorf("max_body %s%s is more than the server's body_budget %s: raise body_budget in the hookgate global option",
 			humanize.IBytes(uint64(h.MaxBody)), work, humanize.IBytes(uint64(h.app.bodyBudget)))
 	}
 	return nil

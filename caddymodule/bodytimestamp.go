@@ -35,7 +35,7 @@ func (h *Handler) provisionBodyTimestamp() error {
 	if text := h.verifier.Config().TimestampJSON; text != "" {
 		path, err := parseJSONPath(text)
 		if err != nil {
-			return fmt.Errorf("hookgate: timestamp_json: %w", err)
+			return fmt.Errorf("timestamp_json: %w", err)
 		}
 		h.timestampPath = &path
 	}

@@ -162,6 +162,42 @@ func TestProvisionErrorsAreClear(t *testing.T) {
 	}
 }
 
+// With several routes, a provision error names the one to fix: its name, or its preset when it
+// has none; and says what is wrong once, without a package's prefix.
+func TestProvisionErrorsNameTheRoute(t *testing.T) {
+	site := func(routes string) string {
+		return "{\n\tadmin off\n}\nhttp://localhost:9080 {\n" + routes + "\trespond 200\n}\n"
+	}
+	for name, tc := range map[string]struct{ routes, want string }{
+		"named": {`	hookgate /hooks/stripe* {
+		preset stripe
+		secret whsec_c2VjcmV0
+	}
+	hookgate /hooks/billing* {
+		preset stripe
+		name billing
+		secret {env.HOOKGATE_NOT_SET_ANYWHERE}
+	}
+`, `hookgate route "billing": secret #1: evaluated placeholder {env.HOOKGATE_NOT_SET_ANYWHERE} is empty`},
+		"by its preset": {`	hookgate /hooks/github* {
+		preset github
+	}
+`, `hookgate route "github": no secret configured`},
+		"async": {`	hookgate /hooks/github* {
+		preset github
+		secret x
+		monitor
+		forward http://127.0.0.1:3000
+	}
+`, `hookgate route "github": monitor and forward cannot be used together`},
+	} {
+		err := validateCaddyfile(t, site(tc.routes))
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error()[strings.Index(err.Error(), tc.want):], "hookgate: ") {
+			t.Errorf("%s: %v, want an error containing %q, without a package's prefix", name, err, tc.want)
+		}
+	}
+}
+
 func TestUnmarshalCaddyfileForward(t *testing.T) {
 	d := caddyfile.NewTestDispenser(`hookgate {
 		preset standard

@@ -177,7 +177,7 @@ func (f *Filter) provision() error {
 func (h *Handler) provisionFilters() error {
 	for i := range h.Only {
 		if err := h.Only[i].provision(); err != nil {
-			return fmt.Errorf("hookgate: %w", err)
+			return err
 		}
 	}
 	return nil

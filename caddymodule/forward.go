@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -16,8 +17,9 @@ import (
 // Forward turns a route into async mode: each accepted event is durably queued, the provider gets
 // 202 at once, and a background deliverer sends the event to URL with retries and a dead letter.
 type Forward struct {
-	// URL is the upstream's scheme and host (http or https); the request's path and query are
-	// kept. Required.
+	// URL is the upstream's scheme and host (http or https), with an optional path prefix;
+	// the request's path and query are kept. A bare host:port (`127.0.0.1:3000`) is http, as
+	// reverse_proxy takes it. Required.
 	URL string `json:"url"`
 	// MaxAttempts is how many times an event is tried before it becomes a dead letter. Default: 8.
 	MaxAttempts int `json:"max_attempts,omitempty"`
@@ -66,9 +68,9 @@ type Forward struct {
 
 // deliverConfig turns the Caddy config into the deliverer's, with its defaults.
 func (f *Forward) deliverConfig() (deliver.Config, error) {
-	target, err := url.Parse(f.URL)
+	target, err := upstreamURL(f.URL)
 	if err != nil {
-		return deliver.Config{}, fmt.Errorf("hookgate: forward %q: %w", f.URL, err)
+		return deliver.Config{}, fmt.Errorf("forward %q: %w", f.URL, err)
 	}
 	cfg := deliver.Config{
 		Target:        target,
@@ -84,7 +86,7 @@ func (f *Forward) deliverConfig() (deliver.Config, error) {
 	}
 	if f.Rate != "" {
 		if cfg.Rate, err = deliver.ParseRate(f.Rate); err != nil {
-			return cfg, fmt.Errorf("hookgate: forward: %w", err)
+			return cfg, fmt.Errorf("forward: %w", err)
 		}
 	}
 	for _, d := range f.Backoff {
@@ -92,9 +94,18 @@ func (f *Forward) deliverConfig() (deliver.Config, error) {
 	}
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
-		return cfg, fmt.Errorf("hookgate: forward: %w", err)
+		return cfg, fmt.Errorf("forward: %w", err)
 	}
 	return cfg, nil
+}
+
+// upstreamURL is the forward address as reverse_proxy takes an upstream: a URL, or a bare
+// host:port (127.0.0.1:3000, app:8080, [::1]:3000), which is http.
+func upstreamURL(raw string) (*url.URL, error) {
+	if !strings.Contains(raw, "://") {
+		raw = "http://" + raw
+	}
+	return url.Parse(raw)
 }
 
 // unmarshalForward parses `forward URL { ... }`.
@@ -102,6 +113,9 @@ func unmarshalForward(d *caddyfile.Dispenser) (*Forward, error) {
 	f := new(Forward)
 	if !d.AllArgs(&f.URL) {
 		return nil, d.ArgErr()
+	}
+	if _, err := (&Forward{URL: f.URL}).deliverConfig(); err != nil { // the address alone, with its line
+		return nil, d.Err(err.Error())
 	}
 	ints := map[string]*int{
 		"max_attempts": &f.MaxAttempts, "workers": &f.Workers, "pause_after": &f.PauseAfter, "max_pending": &f.MaxPending,

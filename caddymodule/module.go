@@ -3,7 +3,9 @@
 package caddymodule
 
 import (
+	"cmp"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -231,15 +233,32 @@ func (*Handler) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision builds the verifier and attaches the route to its (shared, lazily opened) ledger.
+// Provision builds the verifier and attaches the route to its (shared, lazily opened) ledger. Its
+// errors name the route, so that an operator with several can tell which one to fix.
 func (h *Handler) Provision(ctx caddy.Context) error {
+	return h.naming(h.provision(ctx))
+}
+
+// naming wraps a provision or validation error with the route's name, or its preset.
+func (h *Handler) naming(err error) error {
+	name := cmp.Or(h.Name, h.Preset)
+	switch {
+	case err == nil:
+		return nil
+	case name == "":
+		return fmt.Errorf("hookgate: %w", err)
+	}
+	return fmt.Errorf("hookgate route %q: %w", name, err)
+}
+
+func (h *Handler) provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
 	if h.Preset == "" {
-		return fmt.Errorf("hookgate: preset is required (one of %v)", verify.PresetNames())
+		return fmt.Errorf("preset is required: one of %s", strings.Join(verify.PresetNames(), ", "))
 	}
 	preset, ok := verify.Preset(h.Preset)
 	if !ok {
-		return fmt.Errorf("hookgate: unknown preset %q (one of %v)", h.Preset, verify.PresetNames())
+		return fmt.Errorf("unknown preset %q: use one of %s", h.Preset, strings.Join(verify.PresetNames(), ", "))
 	}
 	cfg := preset
 	h.applyOverrides(&cfg)
@@ -252,7 +271,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	if h.verifier, err = verify.NewFromKeys(cfg, keys); err != nil {
-		return fmt.Errorf("hookgate: %w", err)
+		return fmt.Errorf("%w", err)
 	}
 	h.scheme = h.verifier.Config().Scheme
 	if err := h.checkPublicURL(); err != nil {
@@ -266,16 +285,16 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	h.dedupeDigest = h.idUnsigned()
 	if h.ID == nil && !h.DedupeOff {
-		return fmt.Errorf("hookgate: preset %s has no event ID: set `id header NAME`, `id json PATH` or `id body_sha256`, or `dedupe off`", h.Preset)
+		return fmt.Errorf("preset %s has no event ID: set `id header NAME`, `id json PATH` or `id body_sha256`, or `dedupe off`", h.Preset)
 	}
 	if h.ID != nil {
 		if err := h.ID.provision(); err != nil {
-			return fmt.Errorf("hookgate: id: %w", err)
+			return fmt.Errorf("id: %w", err)
 		}
 	}
 	for _, s := range h.versionSources() {
 		if err := s.provision(); err != nil {
-			return fmt.Errorf("hookgate: version: %w", err)
+			return fmt.Errorf("version: %w", err)
 		}
 	}
 	if err := h.provisionBodyTimestamp(); err != nil {
@@ -321,7 +340,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 func (h *Handler) registerRoute(ctx caddy.Context, storeKey string) error {
 	app, err := ctx.App("hookgate")
 	if err != nil {
-		return fmt.Errorf("hookgate: loading the hookgate app: %w", err)
+		return fmt.Errorf("loading the hookgate app: %w", err)
 	}
 	h.app = app.(*App)
 	h.metricsOff = h.app.MetricsOff
@@ -404,10 +423,10 @@ func expandKeys(kind string, raw []string) ([]string, error) {
 	for i, s := range raw {
 		v, err := repl.ReplaceOrErr(s, true, true)
 		if err != nil {
-			return nil, fmt.Errorf("hookgate: %s #%d: %w", kind, i+1, err)
+			return nil, fmt.Errorf("%s #%d: %w", kind, i+1, err)
 		}
 		if v == "" {
-			return nil, fmt.Errorf("hookgate: %s #%d is empty", kind, i+1)
+			return nil, fmt.Errorf("%s #%d is empty", kind, i+1)
 		}
 		out = append(out, v)
 	}
@@ -416,8 +435,12 @@ func expandKeys(kind string, raw []string) ([]string, error) {
 
 // Validate checks the provisioned configuration.
 func (h *Handler) Validate() error {
+	return h.naming(h.validate())
+}
+
+func (h *Handler) validate() error {
 	if h.MaxBody < 0 {
-		return fmt.Errorf("hookgate: max_body must be positive")
+		return fmt.Errorf("max_body must be positive")
 	}
 	if err := h.checkAsyncMaxBody(); err != nil {
 		return err
@@ -426,23 +449,23 @@ func (h *Handler) Validate() error {
 		return err
 	}
 	if h.Storage != nil && h.Storage.MinFree < 0 {
-		return fmt.Errorf("hookgate: storage min_free must be positive")
+		return fmt.Errorf("storage min_free must be positive")
 	}
 	if h.DedupeTTL < 0 || h.Lease < 0 || h.Tolerance < 0 {
-		return fmt.Errorf("hookgate: durations must be positive")
+		return fmt.Errorf("durations must be positive")
 	}
 	if h.VersionTTL < h.DedupeTTL {
 		// Both must cover the provider's retries: a retry of an event older than the entity's
 		// version must still find that version.
-		return fmt.Errorf("hookgate: version_ttl (%v) must be at least dedupe_ttl (%v)",
+		return fmt.Errorf("version_ttl (%v) must be at least dedupe_ttl (%v)",
 			time.Duration(h.VersionTTL), time.Duration(h.DedupeTTL))
 	}
 	if h.ID != nil && h.ID.From != "header" && h.ID.From != "json" && h.ID.From != "body_sha256" {
-		return fmt.Errorf("hookgate: id source %q: must be `header NAME`, `json PATH` or `body_sha256`", h.ID.From)
+		return fmt.Errorf("id source %q: must be `header NAME`, `json PATH` or `body_sha256`", h.ID.From)
 	}
 	for _, s := range h.versionSources() {
 		if s.From != "header" && s.From != "json" {
-			return fmt.Errorf("hookgate: version source %q: must be `header NAME` or `json PATH`", s.From)
+			return fmt.Errorf("version source %q: must be `header NAME` or `json PATH`", s.From)
 		}
 	}
 	return nil

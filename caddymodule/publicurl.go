@@ -24,13 +24,13 @@ func (h *Handler) checkPublicURL() error {
 		return h.checkSiteHosts() // sitehosts.go
 	}
 	if !h.signsURL {
-		return fmt.Errorf("hookgate: public_url is set but the %s scheme does not sign the URL (twilio, square and hubspot do)", h.scheme)
+		return fmt.Errorf("public_url is set but the %s scheme does not sign the URL (twilio, square and hubspot do)", h.scheme)
 	}
 	if strings.Contains(h.PublicURL, "{") {
 		return nil // placeholders: checked once expanded, per request
 	}
 	if _, err := parsePublicURL(h.PublicURL); err != nil {
-		return fmt.Errorf("hookgate: public_url: %w", err)
+		return fmt.Errorf("public_url: %w", err)
 	}
 	return nil
 }

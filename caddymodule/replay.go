@@ -19,7 +19,7 @@ import (
 func (h *Handler) checkReplaySources(preset verify.Config) error {
 	if h.ID != nil && h.ID.From == "header" {
 		if signed := signedIDSource(preset); signed != nil && !(signed.From == "header" && strings.EqualFold(signed.Name, h.ID.Name)) {
-			return fmt.Errorf("hookgate: id header %s: the signature does not cover it, so whoever replays a request could set any ID; "+
+			return fmt.Errorf("id header %s: the signature does not cover it, so whoever replays a request could set any ID; "+
 				"preset %s takes its event ID from %s %s, which is signed: remove the `id` line or name that source",
 				h.ID.Name, h.Preset, signed.describe(), signed.Name)
 		}
@@ -30,7 +30,7 @@ func (h *Handler) checkReplaySources(preset verify.Config) error {
 	cfg := h.verifier.Config()
 	for what, s := range map[string]Source{"entity": h.Version.Entity, "version": h.Version.Version} {
 		if s.From == "header" && !cfg.SignsHeader(s.Name) {
-			return fmt.Errorf("hookgate: version: the %s's header %s is not covered by the signature, so whoever replays a request "+
+			return fmt.Errorf("version: the %s's header %s is not covered by the signature, so whoever replays a request "+
 				"could set it, and a forged version would make the entity's later events stale: take it from the signed body with `json PATH`",
 				what, s.Name)
 		}

@@ -56,7 +56,7 @@ func (h *Handler) provisionUpstreamSigning(cfg verify.Config, secrets []string) 
 		}
 		r, err := verify.NewResigner(cfg, first)
 		if err != nil {
-			return fmt.Errorf("hookgate: forward resign: %w; the app can check sign_upstream's signature instead", err)
+			return fmt.Errorf("forward resign: %w; the app can check sign_upstream's signature instead", err)
 		}
 		if !r.Refreshes() {
 			h.logger.Info("forward resign: the scheme signs no timestamp, so its signature does not age: deliveries carry the provider's headers as they are",
@@ -73,10 +73,10 @@ func (h *Handler) provisionUpstreamSigning(cfg verify.Config, secrets []string) 
 		return err
 	}
 	if _, err := verify.New(gatewayScheme, keys); err != nil {
-		return fmt.Errorf("hookgate: sign_upstream must be a Standard Webhooks secret (whsec_ then base64): %w", err)
+		return fmt.Errorf("sign_upstream must be a Standard Webhooks secret (whsec_ then base64): %w", err)
 	}
 	if name := sharedGatewayHeader(cfg); name != "" {
-		return fmt.Errorf("hookgate: sign_upstream would overwrite the provider's own %s header, which the %s scheme uses: the app can check the provider's signature with forward resign instead",
+		return fmt.Errorf("sign_upstream would overwrite the provider's own %s header, which the %s scheme uses: the app can check the provider's signature with forward resign instead",
 			name, cfg.Scheme)
 	}
 	h.upstream.gatewayKey = keys[0]

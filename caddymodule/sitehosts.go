@@ -94,7 +94,7 @@ func (h *Handler) checkSiteHosts() error {
 		return nil
 	}
 	if len(h.SiteHosts) == 0 {
-		return fmt.Errorf("hookgate: the %s scheme signs the URL the provider called, and this site has no exact host name "+
+		return fmt.Errorf("the %s scheme signs the URL the provider called, and this site has no exact host name "+
 			"to hold the request's Host to (a site address such as :8080, http:// or *.example.com takes any host): "+
 			"set public_url to the URL the provider calls (in JSON config, site_hosts may list the site's host names instead)", h.scheme)
 	}
@@ -102,7 +102,7 @@ func (h *Handler) checkSiteHosts() error {
 		// The whole entry is checked: "https://host" splits into the name "https" and a port.
 		name, port := splitHost(entry)
 		if name == "" || strings.ContainsAny(entry, "*{}/@ ") || strings.Trim(port, "0123456789") != "" {
-			return fmt.Errorf("hookgate: site_hosts entry %q: want an exact host name, with an optional :port", entry)
+			return fmt.Errorf("site_hosts entry %q: want an exact host name, with an optional :port", entry)
 		}
 	}
 	return nil

@@ -123,17 +123,17 @@ func (h *Handler) storeTarget() (storeTarget, error) {
 		}
 		abs, err := filepath.Abs(dir)
 		if err != nil {
-			return storeTarget{}, fmt.Errorf("hookgate: storage dir %q: %w", dir, err)
+			return storeTarget{}, fmt.Errorf("storage dir %q: %w", dir, err)
 		}
 		return badgerTarget(abs), nil
 	case "redis":
 		rt, err := st.redisTarget()
 		if err != nil {
-			return storeTarget{}, fmt.Errorf("hookgate: storage redis: %w", err)
+			return storeTarget{}, fmt.Errorf("storage redis: %w", err)
 		}
 		return storeTarget{key: rt.identity(true) + " client " + rt.fingerprint(), scope: rt.identity(true), name: rt.identity(false), redis: rt}, nil
 	}
-	return storeTarget{}, fmt.Errorf("hookgate: unknown storage backend %q (badger or redis)", st.Backend)
+	return storeTarget{}, fmt.Errorf("unknown storage backend %q (badger or redis)", st.Backend)
 }
 
 // redisTarget checks the Redis settings and builds the client's options. Its errors name the

@@ -115,7 +115,7 @@ func acquireLedger(target storeTarget, minFree uint64) (*pooledLedger, error) {
 		return newPooledLedger(target.dir, minFree), nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("hookgate: ledger %s: %w", target.name, err)
+		return nil, fmt.Errorf("ledger %s: %w", target.name, err)
 	}
 	return val.(*pooledLedger), nil
 }

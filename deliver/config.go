@@ -111,7 +111,8 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate reports every problem of c, with defaults applied, in words: Target must be an
+// Validate reports every problem of c, with defaults applied, in words and in the names of the
+// Caddyfile's forward block (max_attempts, dead_ttl, backoff, …): Target must be an
 // absolute http or https URL with a host and no query or fragment; counts and durations must be
 // positive; Jitter must be one of the known values.
 func (c Config) Validate() error {
@@ -128,14 +129,14 @@ func (c Config) Validate() error {
 		name  string
 		value int64
 	}{
-		{"max attempts", int64(c.MaxAttempts)},
+		{"max_attempts", int64(c.MaxAttempts)},
 		{"timeout", int64(c.Timeout)},
 		{"workers", int64(c.Workers)},
-		{"retry-after cap", int64(c.RetryAfterCap)},
-		{"pause after", int64(c.PauseAfter)},
+		{"retry_after_cap", int64(c.RetryAfterCap)},
+		{"pause_after", int64(c.PauseAfter)},
 		{"keep", int64(c.Keep)},
-		{"dead keep", int64(c.DeadKeep)},
-		{"max pending", int64(c.MaxPending)},
+		{"dead_ttl", int64(c.DeadKeep)},
+		{"max_pending", int64(c.MaxPending)},
 	}
 	for _, field := range positive {
 		if field.value <= 0 {
@@ -144,7 +145,7 @@ func (c Config) Validate() error {
 	}
 	for i, delay := range c.Schedule {
 		if delay <= 0 {
-			report("schedule entry %d must be positive, got %v", i+1, delay)
+			report("backoff delay %d must be positive, got %v", i+1, delay)
 		}
 	}
 	if err := c.Rate.validate(); err != nil {
@@ -156,10 +157,7 @@ func (c Config) Validate() error {
 		report("jitter must be %q, %q or %q, got %q", JitterProportional, JitterFull, JitterNone, c.Jitter)
 	}
 
-	if err := errors.Join(problems...); err != nil {
-		return fmt.Errorf("deliver: config: %w", err)
-	}
-	return nil
+	return errors.Join(problems...)
 }
 
 // validateTarget checks that target can prefix an event's path and query.
