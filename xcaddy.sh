@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # hookgate's build/run/test wrapper.
 #   ./xcaddy.sh build   builds ./caddy with hookgate (xcaddy, pinned Caddy)
-#   ./xcaddy.sh run     builds, then runs the root Caddyfile: hookgate on :8080 in front of a demo upstream
+#   ./xcaddy.sh run     builds (unless ./caddy is current with the source), then runs the root Caddyfile:
+#                       hookgate on :8080 in front of a demo upstream
 #   ./xcaddy.sh test    runs every test (unit, caddytest, end to end) while building once for the end-to-end
 #                       ones; fails if any test skips
 set -euo pipefail
@@ -21,8 +22,25 @@ build() {
 	xcaddy build "$CADDY_VERSION" --output ./caddy --with "$MODULE@$PSEUDO_VERSION=."
 }
 
+# current reports whether ./caddy is the pinned Caddy built from this tree as it is now: no file
+# that goes into the binary (Go source other than tests, go.mod, go.sum, the embedded page) is
+# newer than it.
+current() {
+	[ -x ./caddy ] || return 1
+	case "$(./caddy version 2>/dev/null)" in
+	"$CADDY_VERSION "*) ;;
+	*) return 1 ;;
+	esac
+	[ -z "$(find . -path '*/node_modules' -prune -o -path ./.git -prune -o -type f \( \( -name '*.go' ! -name '*_test.go' \) \
+		-o -name go.mod -o -name go.sum -o -path './caddymodule/ui/*' \) -newer ./caddy -print -quit)" ]
+}
+
 run() {
-	build
+	if current; then
+		echo "./caddy is current with the source: running it (./xcaddy.sh build rebuilds it)" >&2
+	else
+		build
+	fi
 	if [ -z "${HOOKGATE_SECRET:-}" ]; then
 		# A demo secret so the first run works; set your own for anything real.
 		export HOOKGATE_SECRET=whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
