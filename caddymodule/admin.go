@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -116,7 +117,7 @@ func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 	case verb == "events GET":
 		ev, err := sender.store.Get(r.Context(), sender.key.name, id)
 		if err != nil {
-			return storeError(err)
+			return eventError(r.Context(), sender, id, err)
 		}
 		return writeJSON(w, viewOf(ev))
 	}
@@ -239,6 +240,20 @@ func storeError(err error) error {
 		return apiError(http.StatusServiceUnavailable, err)
 	}
 	return apiError(http.StatusInternalServerError, err)
+}
+
+// eventError answers for the ledger about one event, in the words of what the operator asked:
+// which event, on which route, is not there, or in what state it is instead of dead.
+func eventError(ctx context.Context, sender *pooledDeliverer, id string, err error) error {
+	switch {
+	case errors.Is(err, dedupe.ErrNotFound):
+		return apiError(http.StatusNotFound, fmt.Errorf("event %q not found on route %s: delivered and superseded events are listed for keep, dead letters for dead_ttl", id, sender.key.name))
+	case errors.Is(err, dedupe.ErrNotDead):
+		if ev, getErr := sender.store.Get(ctx, sender.key.name, id); getErr == nil {
+			return apiError(http.StatusConflict, fmt.Errorf("event %q on route %s is %s, not dead: only a dead letter can be replayed", id, sender.key.name, ev.State))
+		}
+	}
+	return storeError(err)
 }
 
 func apiError(status int, err error) error {

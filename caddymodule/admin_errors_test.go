@@ -50,6 +50,24 @@ func TestAdminErrorsSayWhatTheyAre(t *testing.T) {
 		}
 	}
 
+	// The CLI says the same, once, as an operator reads it: no package's prefix, no HTTP jargon
+	// before the words.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"replay", "adminerrors", "evt_ae_pending"},
+			`event "evt_ae_pending" on route adminerrors is pending, not dead: only a dead letter can be replayed (HTTP 409)`},
+		{[]string{"replay", "adminerrors", "evt_ae_unknown"},
+			`event "evt_ae_unknown" not found on route adminerrors: delivered and superseded events are listed for keep, dead letters for dead_ttl (HTTP 404)`},
+		{[]string{"show", "adminerrors", "evt_ae_unknown"}, `event "evt_ae_unknown" not found on route adminerrors`},
+	} {
+		out, err := runHookgateCLIAt("localhost:2999", tc.args...)
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("caddy hookgate %s: %q, %v; want the error %q", strings.Join(tc.args, " "), out, err, tc.want)
+		}
+	}
+
 	pool, err := acquireLedger(badgerTarget(storageDir), defaultMinFree)
 	if err != nil {
 		t.Fatal(err)

@@ -34,7 +34,7 @@ func (a *AdminAPI) replay(w http.ResponseWriter, r *http.Request, sender *pooled
 	case errors.As(err, &unread):
 		return apiError(http.StatusServiceUnavailable, err)
 	case err != nil:
-		return storeError(err)
+		return eventError(r.Context(), sender, id, err)
 	case full:
 		return apiError(http.StatusServiceUnavailable, fmt.Errorf("the backlog of undelivered events is at max_pending (%d): "+
 			"a replayed event would take the place of a new one; replay it once deliveries take the backlog below", bound))

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
@@ -178,8 +180,12 @@ func adminRequest(ctx context.Context, adminAddr, method, uri string) ([]byte, e
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	resp, err := client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("asking the admin API: %w", err)
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("nothing answers at the admin API address %s: is Caddy running? When its admin endpoint is elsewhere, "+
+			"give its address with --address, or the config that sets it with --config", adminAddr)
+	case err != nil:
+		return nil, fmt.Errorf("asking the admin API at %s: %w", adminAddr, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
@@ -191,7 +197,11 @@ func adminRequest(ctx context.Context, adminAddr, method, uri string) ([]byte, e
 		return nil, fmt.Errorf("the admin API redirected %s %s to %s: not following it, which would send the request again about another address",
 			method, uri, resp.Header.Get("Location"))
 	case resp.StatusCode >= 400:
-		return nil, fmt.Errorf("caddy responded with error: HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(body))
+		var refusal struct{ Error string }
+		if json.Unmarshal(body, &refusal) != nil || refusal.Error == "" {
+			refusal.Error = string(bytes.TrimSpace(body))
+		}
+		return nil, fmt.Errorf("%s (HTTP %d)", refusal.Error, resp.StatusCode)
 	}
 	return body, nil
 }

@@ -2,8 +2,10 @@ package caddymodule
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -100,5 +102,23 @@ func TestCLIReplayOfAnIDLikeAFlagNeverReplaysAll(t *testing.T) {
 	}
 	if out, err := runHookgateCLIAt(addr, "replay", "--all", "r"); err != nil || !strings.Contains(out, `"replayed": 4`) {
 		t.Errorf("caddy hookgate replay --all r: %q, %v; want every dead letter replayed", out, err)
+	}
+}
+
+// With Caddy's admin endpoint elsewhere than the CLI looked (or Caddy not running), the CLI says
+// so, and how to point it there, rather than Go's dial error alone.
+func TestCLISaysHowToReachAnAdminAPIThatDoesNotAnswer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	for _, address := range []string{closed, "unix/" + filepath.Join(t.TempDir(), "no-such.sock")} {
+		out, err := runHookgateCLIAt(address, "events", "github")
+		if err == nil || !strings.Contains(err.Error(), "nothing answers at the admin API address "+address) ||
+			!strings.Contains(err.Error(), "--address") || !strings.Contains(err.Error(), "--config") {
+			t.Errorf("caddy hookgate events --address %s: %q, %v; want it to say nothing answers there, and --address or --config", address, out, err)
+		}
 	}
 }
