@@ -77,7 +77,7 @@ func TestAsyncRequestAtMaxBodyIsQueuedAndOneTooLargeIs413(t *testing.T) {
 }
 
 // Reaching max_pending is logged once, and accepting again once, however many requests are
-// refused in between (DESIGN.md §7: once per change of state).
+// refused in between (docs/architecture.md: logged once per change of state).
 func TestBacklogFullLoggedOncePerChange(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	h := &Handler{Name: "orders", maxPending: 5, backlogFull: new(atomic.Bool), logger: zap.New(core)}

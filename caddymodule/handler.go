@@ -12,14 +12,15 @@ import (
 	"github.com/hookgate/hookgate/dedupe"
 )
 
-// ServeHTTP is the story of one webhook (DESIGN.md §1): strip our headers, refuse on the headers
-// alone what can never verify, reserve the body's memory in the server's budget (bodybudget.go),
-// read the raw body, verify, answer the provider's endpoint check itself (never forwarded nor
-// recorded), answer 200 ignored an event the route's `only` filters leave out (filter.go),
-// extract the event, then either queue it durably and answer 202 (async mode), or
-// claim it in the ledger, hand it to the next handler (with the gateway's signature under
-// sign_upstream, resign.go), and mark it done or release it (sync mode). An ID the signature
-// does not cover is claimed together with the digest of the signed bytes (replay.go).
+// ServeHTTP is the story of one webhook (docs/architecture.md, "A request's story"): strip our
+// headers, refuse on the headers alone what can never verify, reserve the body's memory in the
+// server's budget (bodybudget.go), read the raw body, verify, answer the provider's endpoint check
+// itself (never forwarded nor recorded), answer 200 ignored an event the route's `only` filters
+// leave out (filter.go), extract the event (JSON read as the app will, jsonbody.go), then either
+// queue it durably and answer 202 (async mode), or claim it in the ledger, hand it to the next
+// handler (with the gateway's signature under sign_upstream, resign.go), and mark it done or
+// release it (sync mode). An ID the signature does not cover is claimed together with the digest
+// of the signed bytes (replay.go).
 //
 // Under monitor, every request goes on to the next handler as it came, and is only classified
 // (monitor.go).

@@ -8,15 +8,15 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
-// logRequest writes a request's one line in the handler's log (http.handlers.hookgate): at INFO
-// for a request refused for good (not authentic, not well-formed, too large), at DEBUG for every
-// other outcome. A busy refusal (503, 409) is DEBUG too: its cause (ledger down, disk or backlog
-// full) is logged once per change of state where it is found (DESIGN.md §7), and a provider
-// retrying through an outage would otherwise bury that line under one per request. An event
-// the route's `only` filters leave out is DEBUG as well: that is the configuration at work, for
-// every event of the types the app does not want. Under monitor, every request that would not
-// have been accepted is at INFO: seeing them is the point. The line
-// carries the reason already sent in the body, never a secret, a signature or a body.
+// logRequest writes a request's one line in the handler's log (http.handlers.hookgate): at INFO for
+// a request refused for good (not authentic, not well-formed, too large), at DEBUG for every other
+// outcome. A busy refusal (503, 409) is DEBUG too: its cause (ledger down, disk or backlog full) is
+// logged once per change of state where it is found (docs/architecture.md, "Logging once per change
+// of state"), and a provider retrying through an outage would otherwise bury that line under one
+// per request. An event the route's `only` filters leave out is DEBUG as well: that is the
+// configuration at work, for every event of the types the app does not want. Under monitor, every
+// request that would not have been accepted is at INFO: seeing them is the point. The line carries
+// the reason already sent in the body, never a secret, a signature or a body.
 func (h *Handler) logRequest(out *outcome, r *http.Request) {
 	if out.result == "" {
 		return
