@@ -90,7 +90,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	if err == nil {
 		t.Fatal("Validate() = nil, want errors")
 	}
-	for _, want := range []string{"target is required", "max attempts", "jitter"} {
+	for _, want := range []string{"target is required", "max_attempts", "jitter"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate() = %q, missing %q", err, want)
 		}
