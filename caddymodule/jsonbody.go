@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strconv"
@@ -186,15 +187,22 @@ func withinDepth(raw []byte, limit int) bool {
 	return true
 }
 
-// stringEnd is the index of the quote that ends the string whose text begins at i, or len(raw).
+// stringEnd is the index of the quote that ends the string whose text begins at i, or len(raw):
+// the next quote not escaped by an odd run of backslashes before it.
 func stringEnd(raw []byte, i int) int {
-	for ; i < len(raw); i++ {
-		switch raw[i] {
-		case '\\':
-			i++
-		case '"':
-			return i
+	for {
+		q := bytes.IndexByte(raw[i:], '"')
+		if q < 0 {
+			return len(raw)
 		}
+		q += i
+		backslashes := 0
+		for j := q - 1; j >= i && raw[j] == '\\'; j-- {
+			backslashes++
+		}
+		if backslashes%2 == 0 {
+			return q
+		}
+		i = q + 1
 	}
-	return len(raw)
 }
