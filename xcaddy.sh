@@ -19,20 +19,31 @@ build() {
 	if ! command -v xcaddy >/dev/null; then
 		go install "github.com/caddyserver/xcaddy/cmd/xcaddy@$XCADDY_VERSION"
 	fi
+	local digest
+	digest=$(sources)
+	rm -f ./caddy.sources
 	xcaddy build "$CADDY_VERSION" --output ./caddy --with "$MODULE@$PSEUDO_VERSION=."
+	echo "$digest" >./caddy.sources
 }
 
-# current reports whether ./caddy is the pinned Caddy built from this tree as it is now: no file
-# that goes into the binary (Go source other than tests, go.mod, go.sum, the embedded page) is
-# newer than it.
+# sources is a digest of every file that goes into the binary: the Go source other than tests,
+# go.mod, go.sum, and the files it embeds (//go:embed: the dead-letter page, the Redis scripts).
+sources() {
+	find . \( -path '*/node_modules' -o -path ./.git -o -path '*/testdata' \) -prune -o -type f \
+		\( \( -name '*.go' ! -name '*_test.go' \) -o -name go.mod -o -name go.sum -o -name '*.lua' -o -path '*/ui/*' \) -print0 |
+		LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1
+}
+
+# current reports whether ./caddy is the pinned Caddy built from the source as it is now: the
+# digest of the source its build recorded (./caddy.sources) is the source's digest now, so an
+# edit, a removed file or a switched branch all rebuild it.
 current() {
-	[ -x ./caddy ] || return 1
+	[ -x ./caddy ] && [ -f ./caddy.sources ] || return 1
 	case "$(./caddy version 2>/dev/null)" in
 	"$CADDY_VERSION "*) ;;
 	*) return 1 ;;
 	esac
-	[ -z "$(find . -path '*/node_modules' -prune -o -path ./.git -prune -o -type f \( \( -name '*.go' ! -name '*_test.go' \) \
-		-o -name go.mod -o -name go.sum -o -path './caddymodule/ui/*' \) -newer ./caddy -print -quit)" ]
+	[ "$(cat ./caddy.sources)" = "$(sources)" ]
 }
 
 run() {

@@ -107,11 +107,45 @@ func TestAsyncForwardTakesABareHostAndPort(t *testing.T) {
 	for address, wantErr := range map[string]string{
 		"ftp://127.0.0.1:21": `target "ftp://127.0.0.1:21": scheme must be http or https`,
 		"http://":            `target "http:": host is missing`,
-		"127.0.0.1:3000?x=1": `must be only scheme, host and an optional path`,
+		"127.0.0.1:3000?x=1": `"127.0.0.1:3000?x=1" is neither a URL (http://host:port) nor a host:port`,
+		"http://a/?x=1":      `must be only scheme, host and an optional path`,
 	} {
 		_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(gatewayConfig("bad_forward", unusedUpstream, "forward "+address)), map[string]any{"filename": "Caddyfile"})
 		if err == nil || !strings.Contains(err.Error(), wantErr) || !strings.Contains(err.Error(), "at Caddyfile:") {
 			t.Errorf("forward %s: %v, want an error with the line, containing %q", address, err, wantErr)
+		}
+	}
+}
+
+// forward takes a URL, or a bare host:port as reverse_proxy does; an address that is neither
+// (reverse_proxy's unix socket, a scheme missing its colon or a slash) is refused when the config
+// loads, as it was before bare host:port was taken, rather than loaded as an http URL to a host
+// named "unix", "https" or "http:", to which every event goes until it is a dead letter.
+func TestForwardRefusesAnAddressThatIsNeitherAURLNorAHostPort(t *testing.T) {
+	for _, address := range []string{"unix//run/app.sock", "https//app.example.com", "http:/app.example.com"} {
+		if cfg, err := (&Forward{URL: address}).deliverConfig(); err == nil {
+			t.Errorf("forward %s: loaded as %s (host %q), want it refused", address, cfg.Target, cfg.Target.Host)
+		}
+	}
+	for _, address := range []string{"127.0.0.1:3000", "app:8080", "[::1]:3000", "http://app:8080/prefix", "https://app.example.com"} {
+		if _, err := (&Forward{URL: address}).deliverConfig(); err != nil {
+			t.Errorf("forward %s: %v, want it taken", address, err)
+		}
+	}
+}
+
+// forward's URL may carry the upstream's basic-auth password (deliver sends its user info as
+// Authorization); deliver's own errors quote the URL redacted, and so must the route's, whether
+// the Caddyfile is read or the config provisioned.
+func TestForwardErrorsNeverQuoteTheURLsPassword(t *testing.T) {
+	const password = "s3cr3t-value"
+	for _, address := range []string{"http://hookgate:" + password + "@app:30x0", "ftp://hookgate:" + password + "@app:21"} {
+		if _, err := (&Forward{URL: address}).deliverConfig(); err == nil || strings.Contains(err.Error(), password) {
+			t.Errorf("forward %s: %v, want an error without the password", address, err)
+		}
+		caddyfile := "http://localhost:9080 {\n\thookgate {\n\t\tpreset stripe\n\t\tforward " + address + "\n\t}\n}\n"
+		if _, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile), nil); err == nil || strings.Contains(err.Error(), password) {
+			t.Errorf("a Caddyfile with forward %s: %v, want an error without the password", address, err)
 		}
 	}
 }

@@ -24,9 +24,10 @@ var closedSets = map[string][]string{
 	"timestamp_unit":   verify.TimestampUnits,
 }
 
-// checkChoice refuses a value of what (a subdirective, or its argument) outside allowed.
+// checkChoice refuses a value of what (a subdirective, or its argument) outside allowed. A preset
+// is named in any letter case, as verify.Preset takes it.
 func checkChoice(d *caddyfile.Dispenser, what, value string, allowed []string) error {
-	if slices.Contains(allowed, value) {
+	if slices.Contains(allowed, value) || what == "preset" && slices.Contains(allowed, strings.ToLower(value)) {
 		return nil
 	}
 	if guess := nearest(value, allowed); guess != "" {

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
@@ -101,7 +102,6 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 func TestCaddyfileClosedSetsRefusedWithFileLineAndAGuess(t *testing.T) {
 	for input, wantErr := range map[string]string{
 		"preset strpe":                              `unknown preset "strpe": did you mean "stripe"? (one of box, clerk,`,
-		"preset Stripe":                             `unknown preset "Stripe": did you mean "stripe"?`,
 		"preset mailgun":                            `unknown preset "mailgun": use one of box, clerk,`,
 		"encoding base46":                           `unknown encoding "base46": did you mean "base64"? (one of hex, base64, base64url)`,
 		"algorithm sha265":                          `unknown algorithm "sha265": did you mean "sha256"?`,
@@ -284,5 +284,31 @@ func TestDirectiveOrderAfterBasicAuth(t *testing.T) {
 	auth, gate, proxy := strings.Index(js, `"authentication"`), strings.Index(js, `"hookgate"`), strings.Index(js, `"reverse_proxy"`)
 	if auth < 0 || !(auth < gate && gate < proxy) {
 		t.Fatalf("handler order: authentication at %d, hookgate at %d, reverse_proxy at %d\n%s", auth, gate, proxy, js)
+	}
+}
+
+// A preset is named in any letter case (verify.Preset lowers it), so `preset Stripe`, which
+// loaded before the Caddyfile's closed sets were checked, still loads from a Caddyfile, as the
+// same route does from JSON.
+func TestCaddyfilePresetInAnyLetterCaseStillLoads(t *testing.T) {
+	route := func(preset string) string {
+		return "{\n\tadmin off\n}\nhttp://localhost:9080 {\n\thookgate /hooks/* {\n\t\tpreset " + preset +
+			"\n\t\tsecret whsec_c2VjcmV0\n\t\tname preset_case\n\t\tstorage badger " + storageDir + "\n\t}\n\trespond 200\n}\n"
+	}
+	// The same route from JSON: "preset": "Stripe" provisions.
+	adapted, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(route("stripe")), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromJSON := strings.Replace(string(adapted), `"preset":"stripe"`, `"preset":"Stripe"`, 1)
+	var cfg caddy.Config
+	if err := json.Unmarshal([]byte(fromJSON), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := caddy.Validate(&cfg); err != nil {
+		t.Fatalf(`a JSON config with "preset": "Stripe": %v`, err)
+	}
+	if _, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(route("Stripe")), nil); err != nil {
+		t.Errorf("a Caddyfile with `preset Stripe`, which its JSON loads: %v", err)
 	}
 }

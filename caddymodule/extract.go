@@ -17,15 +17,12 @@ import (
 // request. Every error is a 400 reason in words.
 func (h *Handler) claimFor(r *http.Request, doc *jsonBody, verified verify.Result) (dedupe.Claim, error) {
 	claim := dedupe.Claim{Namespace: h.Name, Lease: time.Duration(h.Lease)}
-	if h.ID != nil {
+	if h.ID != nil && !h.DedupeOff {
 		id, err := h.ID.lookup(r, doc)
-		if err != nil && !h.DedupeOff {
+		if err != nil {
 			return claim, fmt.Errorf("event ID: %w", err)
 		}
 		claim.ID = id
-	}
-	if h.DedupeOff {
-		claim.ID = ""
 	}
 	if h.dedupeDigest && claim.ID != "" {
 		claim.Digest = h.signedDigest(verified, doc.raw)

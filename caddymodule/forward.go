@@ -1,10 +1,13 @@
 package caddymodule
 
 import (
+	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -70,7 +73,7 @@ type Forward struct {
 func (f *Forward) deliverConfig() (deliver.Config, error) {
 	target, err := upstreamURL(f.URL)
 	if err != nil {
-		return deliver.Config{}, fmt.Errorf("forward %q: %w", f.URL, err)
+		return deliver.Config{}, fmt.Errorf("forward: %w", err)
 	}
 	cfg := deliver.Config{
 		Target:        target,
@@ -100,12 +103,31 @@ func (f *Forward) deliverConfig() (deliver.Config, error) {
 }
 
 // upstreamURL is the forward address as reverse_proxy takes an upstream: a URL, or a bare
-// host:port (127.0.0.1:3000, app:8080, [::1]:3000), which is http.
+// host:port (127.0.0.1:3000, app:8080, [::1]:3000), which is http. Its errors quote the address
+// without a password it may carry for the upstream's basic auth.
 func upstreamURL(raw string) (*url.URL, error) {
 	if !strings.Contains(raw, "://") {
+		host, port, err := net.SplitHostPort(raw)
+		if _, notNumber := strconv.Atoi(port); err != nil || host == "" || notNumber != nil || strings.ContainsAny(raw, "/@") {
+			return nil, fmt.Errorf("%q is neither a URL (http://host:port) nor a host:port", raw)
+		}
 		raw = "http://" + raw
 	}
-	return url.Parse(raw)
+	target, err := url.Parse(raw)
+	if urlErr := (*url.Error)(nil); errors.As(err, &urlErr) {
+		return nil, fmt.Errorf("%s: %w", redactedAddress(raw), urlErr.Err)
+	}
+	return target, err
+}
+
+// redactedAddress is raw, a URL url.Parse refused, with its user info masked as url.Redacted
+// masks a password.
+func redactedAddress(raw string) string {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if at := strings.LastIndexByte(rest, '@'); ok && at >= 0 {
+		return scheme + "://xxxxx@" + rest[at+1:]
+	}
+	return raw
 }
 
 // unmarshalForward parses `forward URL { ... }`.

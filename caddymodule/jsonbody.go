@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"strconv"
@@ -98,7 +97,7 @@ func (b *jsonBody) check() error {
 	if !b.checked {
 		b.checked = true
 		switch {
-		case !withinDepth(b.raw, maxJSONDepth):
+		case !withinDepth(unsafe.String(unsafe.SliceData(b.raw), len(b.raw)), maxJSONDepth):
 			b.err = errTooDeep
 		case !gjson.ValidBytes(b.raw): // recursive, but now at most maxJSONDepth deep
 			b.err = errNotJSON
@@ -113,96 +112,75 @@ func (b *jsonBody) get(path *jsonPath) (gjson.Result, error) {
 	if err := b.check(); err != nil {
 		return gjson.Result{}, err
 	}
-	// Read in place: the body may be a pooled buffer, so the value is copied out before it returns.
-	cur := gjson.Parse(unsafe.String(unsafe.SliceData(b.raw), len(b.raw)))
+	// Read in place, and only the value found is parsed: the body may be a pooled buffer, so that
+	// value is copied out before it returns.
+	doc := unsafe.String(unsafe.SliceData(b.raw), len(b.raw))
+	value := doc[skipSpace(doc, 0):]
 	for _, step := range path.steps {
-		switch {
-		case cur.IsObject():
-			var twice bool
-			if cur, twice = member(cur, step); twice {
-				return gjson.Result{}, &jsonRefusal{fmt.Sprintf("JSON field %s: the key %q appears more than once in its object "+
-					"(counting \\u escapes and letter case alike), and apps differ on which one they read", path.text, step)}
+		var found bool
+		switch value[0] {
+		case '{':
+			var spelt string
+			if value, found, spelt = member(value, step); spelt != "" {
+				return gjson.Result{}, &jsonRefusal{fmt.Sprintf("JSON field %s: the key %q %s in its object "+
+					"(counting \\u escapes and letter case alike), and apps differ on which one they read", path.text, step, spelt)}
 			}
-		case cur.IsArray():
-			cur = element(cur, step)
-		default:
-			return gjson.Result{}, nil
+		case '[':
+			value, found = element(value, step)
 		}
-		if !cur.Exists() {
+		if !found {
 			return gjson.Result{}, nil
 		}
 	}
-	cur.Raw, cur.Str = strings.Clone(cur.Raw), strings.Clone(cur.Str)
-	return cur, nil
+	if value[0] == '"' && !decodedAlike(value) {
+		return gjson.Result{}, &jsonRefusal{fmt.Sprintf("JSON field %s: its text holds invalid UTF-8 or a lone \\u surrogate, which apps decode differently", path.text)}
+	}
+	res := gjson.Parse(value)
+	res.Raw, res.Str = strings.Clone(res.Raw), strings.Clone(res.Str)
+	return res, nil
 }
 
-// member is obj's value at key; twice is true when another key is the same name in another
-// spelling, or the same spelling again.
-func member(obj gjson.Result, key string) (value gjson.Result, twice bool) {
-	matches := 0
-	obj.ForEach(func(k, v gjson.Result) bool {
-		if strings.EqualFold(k.Str, key) {
-			matches++
-			if k.Str == key {
-				value = v
-			}
+// member is the value of the object obj at key. spelt, when not empty, says why obj names no
+// one value by key: the key appears more than once, or only in another letter case.
+func member(obj, key string) (value string, found bool, spelt string) {
+	matches, other := 0, ""
+	eachMember(obj, func(rawKey, v string) bool {
+		k, ok := keyText(rawKey, key)
+		if !ok || !strings.EqualFold(k, key) {
+			return true
+		}
+		matches++
+		if k == key {
+			value, found = v, true
+		} else {
+			other = k
 		}
 		return matches < 2
 	})
-	return value, matches > 1
+	switch {
+	case matches > 1:
+		return "", false, "appears more than once"
+	case matches == 1 && !found:
+		return "", false, fmt.Sprintf("appears only as %q", other)
+	}
+	return value, found, ""
 }
 
-// element is arr's value at the index step, or a Result that does not exist.
-func element(arr gjson.Result, step string) (value gjson.Result) {
-	n, err := strconv.Atoi(step)
-	if err != nil || n < 0 {
-		return value
+// element is the value of the array arr at the index step (digits, no leading zero).
+func element(arr, step string) (value string, found bool) {
+	if len(step) > 1 && step[0] == '0' || strings.TrimLeft(step, "0123456789") != "" {
+		return "", false
 	}
-	arr.ForEach(func(_, v gjson.Result) bool {
+	n, err := strconv.Atoi(step)
+	if err != nil {
+		return "", false
+	}
+	eachElement(arr, func(v string) bool {
 		if n == 0 {
-			value = v
+			value, found = v, true
 		}
 		n--
 		return n >= 0
 	})
-	return value
-}
-
-// withinDepth reports whether raw nests arrays and objects at most limit deep, counting brackets
-// outside strings in one pass, without recursion: refusing a hostile body costs nothing.
-func withinDepth(raw []byte, limit int) bool {
-	depth := 0
-	for i := 0; i < len(raw); i++ {
-		switch raw[i] {
-		case '"':
-			i = stringEnd(raw, i+1)
-		case '[', '{':
-			if depth++; depth > limit {
-				return false
-			}
-		case ']', '}':
-			depth--
-		}
-	}
-	return true
-}
-
-// stringEnd is the index of the quote that ends the string whose text begins at i, or len(raw):
-// the next quote not escaped by an odd run of backslashes before it.
-func stringEnd(raw []byte, i int) int {
-	for {
-		q := bytes.IndexByte(raw[i:], '"')
-		if q < 0 {
-			return len(raw)
-		}
-		q += i
-		backslashes := 0
-		for j := q - 1; j >= i && raw[j] == '\\'; j-- {
-			backslashes++
-		}
-		if backslashes%2 == 0 {
-			return q
-		}
-		i = q + 1
-	}
+	return value, found
 }

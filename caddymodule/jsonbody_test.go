@@ -1,8 +1,11 @@
 package caddymodule
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -56,7 +59,7 @@ func TestJSONDepthCountsBracketsOutsideStrings(t *testing.T) {
 		`{"k\"[[[":[[]]}`:        true,
 		`"unterminated [[[[[[[[`: true,
 	} {
-		if got := withinDepth([]byte(body), 3); got != want {
+		if got := withinDepth(body, 3); got != want {
 			t.Errorf("withinDepth(%s, 3) = %v, want %v", body, got, want)
 		}
 	}
@@ -114,6 +117,105 @@ func TestDuplicateBodyTimestampIsRefused(t *testing.T) {
 	expectReply(t, "webhookTimestamp twice", got, http.StatusBadRequest, "JSON field webhookTimestamp: the key")
 	fresh := fmt.Sprintf(`{"action":"create","webhookTimestamp":%d}`, now)
 	expectReply(t, "webhookTimestamp once", send(t, tester.Client, presetEvent(t, "linear", "lin_dup_2", fresh)), http.StatusOK, "upstream says hi")
+}
+
+// A string on a read path that apps read in different ways (invalid UTF-8, which gjson keeps
+// byte for byte and Go's encoding/json reads as U+FFFD; a lone surrogate escape, which gjson and
+// Go read as U+FFFD and JavaScript's JSON.parse and Python keep as that code unit) is refused
+// like a key spelt twice: otherwise two events the app tells apart share one event ID or entity
+// in the ledger (the second is answered 200 duplicate or stale and never handed on), or the filter
+// and the ledger read another value than the app.
+func TestJSONStringsAppsReadDifferentlyAreRefused(t *testing.T) {
+	path, err := parseJSONPath("id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(body string) (string, error) {
+		res, err := (&jsonBody{raw: []byte(body)}).get(&path)
+		return res.String(), err
+	}
+	// JSON.parse reads these two IDs as different strings ("evt_\ud800", "evt_\udbff").
+	a, errA := read(`{"id":"evt_\ud800"}`)
+	b, errB := read(`{"id":"evt_\udbff"}`)
+	var refused *jsonRefusal
+	if !errors.As(errA, &refused) && !errors.As(errB, &refused) && a == b {
+		t.Errorf(`IDs "evt_\ud800" and "evt_\udbff", which JavaScript tells apart, are both read as %q: the second event would be a duplicate of the first`, a)
+	}
+	// encoding/json reads this ID as "evt_\uFFFD"; hookgate claims another.
+	body := "{\"id\":\"evt_\xff\"}"
+	got, err := read(body)
+	var app struct{ ID string }
+	if jerr := json.Unmarshal([]byte(body), &app); jerr != nil {
+		t.Fatal(jerr)
+	}
+	if !errors.As(err, &refused) && got != app.ID {
+		t.Errorf("ID with an invalid UTF-8 byte: hookgate reads %q, encoding/json %q, and the body is not refused", got, app.ID)
+	}
+}
+
+// Go's encoding/json fills a struct's `Type` field from a lone "Type" key; JavaScript reads no
+// `type` at all. hookgate, which refuses to guess when a key is spelt twice, must not guess
+// here either: reading it as missing makes `only json type invoice.paid` answer 200 ignored an
+// event a Go app would have taken as invoice.paid.
+func TestAKeyOnlyInAnotherLetterCaseIsRefusedNotMissing(t *testing.T) {
+	path, err := parseJSONPath("type")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"id":"evt_1","Type":"invoice.paid"}`
+	var app struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal([]byte(body), &app); err != nil || app.Type != "invoice.paid" {
+		t.Fatalf("encoding/json: %q, %v", app.Type, err)
+	}
+	res, err := (&jsonBody{raw: []byte(body)}).get(&path)
+	var refused *jsonRefusal
+	if !errors.As(err, &refused) {
+		t.Fatalf("body %s, path type: read as %v (exists %v), err %v; a Go app reads type %q: want a *jsonRefusal", body, res.Raw, res.Exists(), err, app.Type)
+	}
+}
+
+// Reading one field of a 10 MiB body (max_body 10MiB) allocates about what that field holds, as
+// gjson.Get did: not a copy of every string it walks past. Each JSON path a route reads (only,
+// id, version's two, timestamp_json) otherwise costs the size of the body again, outside the body
+// budget, per request.
+func TestReadingAJSONFieldDoesNotCopyTheValuesItSkips(t *testing.T) {
+	body := []byte(`{"pad":"` + strings.Repeat(`\u0041`, 10<<20/6) + `","type":"invoice.paid"}`)
+	path, err := parseJSONPath("type")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := &jsonBody{raw: body}
+	if err := doc.check(); err != nil { // validation apart: it allocates nothing
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	res, err := doc.get(&path)
+	runtime.ReadMemStats(&after)
+	if err != nil || res.String() != "invoice.paid" {
+		t.Fatalf("get: %q, %v", res.String(), err)
+	}
+	if allocated := after.TotalAlloc - before.TotalAlloc; allocated > 1<<20 {
+		t.Errorf("reading `type` from a %d MiB body allocated %d MiB, want at most 1 MiB", len(body)>>20, allocated>>20)
+	}
+}
+
+// Two Stripe events whose IDs JavaScript's JSON.parse tells apart ("evt_\ud800" and
+// "evt_\udbff", lone surrogates) and Go reads alike (U+FFFD) are not made one: each is refused 400,
+// rather than the second being answered 200 duplicate, acknowledged and never handed on.
+func TestEventsWhoseIDsDifferOnlyInLoneSurrogatesAreRefusedNotDuplicates(t *testing.T) {
+	up := newUpstream(t)
+	tester := startStripeGateway(t, "json_surrogates", up)
+	for _, id := range []string{`evt_\ud800`, `evt_\udbff`} {
+		ev := presetEvent(t, "stripe", "evt_s", `{"id":"`+id+`","type":"invoice.paid","created":1}`)
+		expectReply(t, id, send(t, tester.Client, ev), http.StatusBadRequest, "a lone \\\\u surrogate, which apps decode differently")
+	}
+	if n := up.total(); n != 0 {
+		t.Fatalf("the app got %d requests, want none", n)
+	}
 }
 
 // A JSON path names one value by its keys and array indexes; gjson's wildcards, queries and
