@@ -174,10 +174,12 @@ func (h *Handler) settle(claim dedupe.Claim, ok bool) {
 	}
 }
 
-// processed reports whether the next handler's status says the event was taken: below 500, but
-// not 408 or 429, which ask for a retry (as in async mode).
+// processed reports whether the next handler's status says the app took the event: a 2xx. Any
+// other answer releases the claim, so the provider's retry reaches the app again: a 401 from an
+// app checking another secret or scheme, a 404 or 3xx during a deploy, is not the app having the
+// event, and answering the retry 200 duplicate would lose it for good.
 func processed(status int) bool {
-	return status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests
+	return status >= 200 && status < 300
 }
 
 // statusRecorder notes the status the next handler answered with. It holds the wrapper, and the

@@ -251,18 +251,20 @@ func TestUpstreamFailureReleasesClaim(t *testing.T) {
 	}
 }
 
-// An app that answers 408 or 429 asks for a retry: the claim is released, so the provider's retry
-// of the same event is handed on again, not answered as a duplicate.
-func TestRetryStatusReleasesClaim(t *testing.T) {
-	for _, status := range []int{http.StatusRequestTimeout, http.StatusTooManyRequests} {
+// Only a 2xx from the app marks an event done. An app that refuses it (a 401 while it checks
+// another secret or scheme, a 404 or a redirect during a deploy) or asks for a retry (408, 429)
+// has not taken it: the claim is released, so the provider's retry of the same event is handed
+// on again, once the app is fixed taken, and only then answered as a duplicate.
+func TestAppRefusalIsNotADuplicate(t *testing.T) {
+	for _, status := range []int{http.StatusUnauthorized, http.StatusNotFound, http.StatusFound, http.StatusRequestTimeout, http.StatusTooManyRequests} {
 		t.Run(fmt.Sprint(status), func(t *testing.T) {
 			up := newUpstream(t)
-			tester := startGateway(t, fmt.Sprintf("retry_%d", status), up)
-			ev := newEvent(t, fmt.Sprintf("evt_retry_%d", status), "obj_retry", 1)
+			tester := startGateway(t, fmt.Sprintf("refused_%d", status), up)
+			ev := newEvent(t, fmt.Sprintf("evt_refused_%d", status), "obj_refused", 1)
 
 			up.status.Store(int32(status))
-			expectReply(t, "the app asks for a retry", send(t, tester.Client, ev), status, "")
-			up.status.Store(http.StatusOK)
+			expectReply(t, "the app refuses the event", send(t, tester.Client, ev), status, "")
+			up.status.Store(http.StatusOK) // fixed
 			expectReply(t, "provider retry", send(t, tester.Client, ev), http.StatusOK, "upstream says hi")
 			expectReply(t, "retry after success", send(t, tester.Client, ev), http.StatusOK, `"duplicate":true`)
 			if n := up.count(ev.id); n != 2 {
