@@ -69,6 +69,20 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		timestamp_unit   s|ms|rfc3339
 //		timestamp_json   <path>                   # a timestamp inside the signed body (linear)
 //		sign_upstream    <whsec_secret>           # the gateway's Standard Webhooks signature toward the app
+//		sign_upstream    [<preset>] {             # or: signed in the app's own scheme, instead of the provider's
+//			secret           <the app's secret>
+//			signature_header <name>
+//			signature_format single|stripe|paddle|standard
+//			signature_key    <name>
+//			prefix           <text>
+//			encoding         hex|base64|base64url
+//			algorithm        sha256|sha1|sha512
+//			secret_encoding  raw|base64|hex|whsec
+//			signed           <template>       # over {id} {timestamp} {body} {method}
+//			timestamp_header <name>
+//			timestamp_unit   s|ms|rfc3339
+//			id_header        <name>
+//		}
 //		monitor                                   # hand every request on, only classify it (sync mode)
 //		forward          <url> {                  # async mode
 //			resign                            # the provider's signature again, fresh, per attempt
@@ -104,7 +118,6 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		"timestamp_header": &h.TimestampHeader,
 		"timestamp_unit":   &h.TimestampUnit,
 		"timestamp_json":   &h.TimestampJSON,
-		"sign_upstream":    &h.SignUpstream,
 	}
 	durations := map[string]*caddy.Duration{
 		"tolerance":   &h.Tolerance,
@@ -138,7 +151,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 }
 
 // compoundSubdirectives are those unmarshalCompound reads.
-var compoundSubdirectives = []string{"secret", "public_key", "monitor", "dedupe", "handshake", "max_body", "id", "version", "only", "forward", "storage"}
+var compoundSubdirectives = []string{"secret", "public_key", "monitor", "dedupe", "handshake", "max_body", "id", "version", "only", "forward", "storage", "sign_upstream"}
 
 // unmarshalCompound handles the subdirectives that take more than one plain value.
 func (h *Handler) unmarshalCompound(d *caddyfile.Dispenser, sub string) error {
@@ -226,6 +239,12 @@ func (h *Handler) unmarshalCompound(d *caddyfile.Dispenser, sub string) error {
 			return err
 		}
 		h.Storage = st
+	case "sign_upstream":
+		u, err := unmarshalSignUpstream(d)
+		if err != nil {
+			return err
+		}
+		h.SignUpstream = u
 	}
 	return nil
 }

@@ -136,14 +136,17 @@ type Handler struct {
 	// Storage selects the ledger. Default: badger in Caddy's data directory, under hookgate/.
 	Storage *Storage `json:"storage,omitempty"`
 
-	// SignUpstream is a Standard Webhooks secret (`whsec_` then base64) with which the gateway
-	// signs what it hands on, for an app that checks "verified by hookgate": webhook-id (the
-	// event ID, as in Hookgate-Event-Id), webhook-timestamp (now) and webhook-signature (v1, over
-	// the id, the timestamp and the forwarded body), set on the request handed to the next
-	// handler (sync mode) or on every delivery attempt (async mode), replacing any the provider
-	// sent. `{env.*}` and `{file.*}` placeholders are expanded once at provision time. Refused
-	// on routes whose scheme uses one of those headers itself (standard, openai). Default: none.
-	SignUpstream string `json:"sign_upstream,omitempty"`
+	// SignUpstream signs what hookgate hands on (the request to the next handler in sync mode,
+	// every delivery attempt in async mode), with a timestamp taken when it is sent, for an app
+	// that checks a signature itself. A string is a Standard Webhooks secret (`whsec_` then
+	// base64): the gateway's own webhook-id (the event ID), webhook-timestamp and
+	// webhook-signature are added, replacing any the provider sent, beside the provider's own
+	// headers; refused on routes whose scheme uses those headers itself (standard, openai). An
+	// object (UpstreamScheme) is the scheme the app checks, with the app's secret: the provider's
+	// signature and timestamp headers are removed and the app's set. `{env.*}` and `{file.*}`
+	// placeholders in the secret are expanded once at provision time. Default: none (what was
+	// verified goes on as it came).
+	SignUpstream *UpstreamScheme `json:"sign_upstream,omitempty"`
 
 	// SignatureHeader overrides the header that carries the signature; several headers,
 	// comma-separated, when the provider signs with each of its keys in its own header (box).

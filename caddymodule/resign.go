@@ -15,7 +15,7 @@ import (
 // A legacy app may check the provider's signature itself, with the provider's freshness window:
 // an event queued through an outage longer than the window would fail it. `forward { resign }`
 // signs every delivery attempt again in the provider's format with a timestamp taken then;
-// `sign_upstream` adds the gateway's own Standard Webhooks signature for apps taught one check.
+// `sign_upstream` signs what is handed on in the scheme the app checks (signupstream.go).
 
 // headerSignedURL keeps, in a queued event's stored headers, the URL the provider signed, for
 // schemes that sign it (hubspot), for resign (now or after a reload that turns it on): the app
@@ -24,15 +24,20 @@ import (
 const headerSignedURL = "Hookgate-Signed-Url"
 
 // upstreamSigner signs what a route hands on: the provider's signature again (resign), then the
-// gateway's (sign_upstream). Either may be absent.
+// one sign_upstream asks for. Either may be absent.
 type upstreamSigner struct {
 	resigner *verify.Resigner
 	// needsURL is set when the resigned scheme signs the URL the provider called (hubspot).
 	needsURL bool
 	logger   *zap.Logger
 	route    string
-	// gatewayKey is sign_upstream's secret, expanded; "" without it.
-	gatewayKey string
+	// app is sign_upstream's scheme: the gateway's Standard Webhooks, or the app's own; appKey
+	// its secret, expanded ("" without sign_upstream).
+	app    verify.Config
+	appKey string
+	// providerHeaders are the provider's signature and timestamp headers, removed before the
+	// app's are set when sign_upstream speaks the app's scheme; none for the gateway's.
+	providerHeaders []string
 }
 
 // gatewayScheme is the scheme sign_upstream signs with: Standard Webhooks v1.
@@ -45,7 +50,7 @@ func (h *Handler) provisionUpstreamSigning(cfg verify.Config, secrets []string) 
 	// Kept on every async route of a scheme that signs the URL, resign or not: resign turned on
 	// mid-backlog (after an outage's 401s) can then re-sign the events queued before it.
 	h.keepSignedURL = h.Forward != nil && cfg.SignsURL()
-	if !resign && h.SignUpstream == "" {
+	if !resign && h.SignUpstream == nil {
 		return nil
 	}
 	h.upstream = &upstreamSigner{logger: h.logger, route: h.Name}
@@ -65,21 +70,38 @@ func (h *Handler) provisionUpstreamSigning(cfg verify.Config, secrets []string) 
 		h.upstream.resigner = r
 		h.upstream.needsURL = r.Refreshes() && cfg.SignsURL()
 	}
-	if h.SignUpstream == "" {
+	if h.SignUpstream == nil {
 		return nil
 	}
-	keys, err := expandKeys("sign_upstream", []string{h.SignUpstream})
+	return h.provisionSignUpstream(cfg)
+}
+
+// provisionSignUpstream builds sign_upstream's signer for the route's scheme cfg.
+func (h *Handler) provisionSignUpstream(cfg verify.Config) error {
+	keys, err := expandKeys("sign_upstream", []string{h.SignUpstream.Secret})
 	if err != nil {
 		return err
 	}
-	if _, err := verify.New(gatewayScheme, keys); err != nil {
-		return fmt.Errorf("sign_upstream must be a Standard Webhooks secret (whsec_ then base64): %w", err)
+	if h.SignUpstream.gateway {
+		if _, err := verify.New(gatewayScheme, keys); err != nil {
+			return fmt.Errorf("sign_upstream must be a Standard Webhooks secret (whsec_ then base64): %w", err)
+		}
+		if name := sharedGatewayHeader(cfg); name != "" {
+			return fmt.Errorf("sign_upstream would overwrite the provider's own %s header, which the %s scheme uses: the app can check the provider's signature with forward resign instead",
+				name, cfg.Scheme)
+		}
+		h.upstream.app, h.upstream.appKey = gatewayScheme, keys[0]
+		return nil
 	}
-	if name := sharedGatewayHeader(cfg); name != "" {
-		return fmt.Errorf("sign_upstream would overwrite the provider's own %s header, which the %s scheme uses: the app can check the provider's signature with forward resign instead",
-			name, cfg.Scheme)
+	if h.upstream.resigner != nil {
+		return errResignWithAppScheme
 	}
-	h.upstream.gatewayKey = keys[0]
+	app, err := h.SignUpstream.appScheme(keys[0])
+	if err != nil {
+		return fmt.Errorf("sign_upstream: %w", err)
+	}
+	h.upstream.app, h.upstream.appKey = app, keys[0]
+	h.upstream.providerHeaders = append(strings.Split(cfg.SignatureHeader, ","), cfg.TimestampHeader)
 	return nil
 }
 
@@ -115,17 +137,23 @@ func (s *upstreamSigner) signAttempt(req *http.Request, ev *dedupe.Event) error 
 			return fmt.Errorf("resign: %w", err)
 		}
 	}
-	return s.signGateway(req.Header, ev.ID, ev.Body, now)
+	return s.signGateway(req.Header, ev.Method, ev.ID, ev.Body, now)
 }
 
-// signGateway sets sign_upstream's webhook-id, webhook-timestamp and webhook-signature headers
-// for body, replacing any the provider sent.
-func (s *upstreamSigner) signGateway(header http.Header, id string, body []byte, now time.Time) error {
-	if s.gatewayKey == "" {
+// signGateway signs body for sign_upstream: it sets the app's scheme's headers (the gateway's
+// webhook-id, webhook-timestamp and webhook-signature, replacing any the provider sent; or the
+// app's own, once the provider's signature headers are removed).
+func (s *upstreamSigner) signGateway(header http.Header, method, id string, body []byte, now time.Time) error {
+	if s.appKey == "" {
 		return nil
 	}
-	m := &verify.Message{Header: header, Body: body}
-	if err := verify.SignMessage(gatewayScheme, s.gatewayKey, id, now, m); err != nil {
+	for _, name := range s.providerHeaders {
+		if name = strings.TrimSpace(name); name != "" {
+			header.Del(name)
+		}
+	}
+	m := &verify.Message{Header: header, Body: body, Method: method}
+	if err := verify.SignMessage(s.app, s.appKey, id, now, m); err != nil {
 		return fmt.Errorf("sign_upstream: %w", err)
 	}
 	return nil
@@ -140,7 +168,7 @@ func (h *Handler) signHandedOn(r *http.Request, id string, body []byte) error {
 	if id == "" {
 		id = randomEventID()
 	}
-	return h.upstream.signGateway(r.Header, id, body, time.Now())
+	return h.upstream.signGateway(r.Header, r.Method, id, body, time.Now())
 }
 
 // keepURLForResign stores, with a queued event, the URL its signature covers, for resign.

@@ -35,6 +35,12 @@ type checkingApp struct {
 func startCheckingApp(t *testing.T, addr, preset, secret string) *checkingApp {
 	t.Helper()
 	cfg, _ := verify.Preset(preset)
+	return startCheckingAppOf(t, addr, cfg, secret)
+}
+
+// startCheckingAppOf is startCheckingApp with the scheme cfg.
+func startCheckingAppOf(t *testing.T, addr string, cfg verify.Config, secret string) *checkingApp {
+	t.Helper()
 	cfg.Tolerance = appWindow
 	v, err := verify.New(cfg, []string{secret})
 	if err != nil {
@@ -194,6 +200,60 @@ func TestSignUpstreamIsCheckedByTheApp(t *testing.T) {
 			}
 			if got := app.headers[0].Get("Webhook-Id"); got != id {
 				t.Fatalf("webhook-id %q, want the event ID %q", got, id)
+			}
+		})
+	}
+}
+
+// taskServiceScheme is the scheme the task service's receiver checks (../shared/seeds): sha256= and
+// the hex HMAC-SHA256 of "{timestamp}.{body}", the timestamp in seconds in x-webhook-timestamp.
+var taskServiceScheme = verify.Config{SignatureHeader: "X-Webhook-Signature", Prefix: "sha256=", Encoding: "hex",
+	Signed: "{timestamp}.{body}", TimestampHeader: "X-Webhook-Timestamp", TimestampUnit: "s"}
+
+// sign_upstream in the app's own scheme: a GitHub event (signed over the body alone, no
+// timestamp) reaches an app that checks the task service's scheme with its own secret and a
+// window, signed that way when it is handed on (sync) or when it is finally delivered after an
+// outage longer than the window (async); the provider's signature header is gone, its delivery
+// ID kept.
+func TestSignUpstreamInTheAppsSchemeIsCheckedByTheApp(t *testing.T) {
+	const appSecret = "replace-this-secret"
+	signUpstream := `sign_upstream {
+			secret ` + appSecret + `
+			signature_header X-Webhook-Signature
+			prefix sha256=
+			encoding hex
+			signed {timestamp}.{body}
+			timestamp_header X-Webhook-Timestamp
+			timestamp_unit s
+		}`
+	for _, mode := range []string{"sync", "async"} {
+		t.Run(mode, func(t *testing.T) {
+			route := "app_scheme_" + mode
+			id := "gh-" + route
+			tester := caddytest.NewTester(t)
+			ev := presetEvent(t, "github", id, `{"action":"opened","number":7}`)
+			var app *checkingApp
+			if mode == "sync" {
+				app = startCheckingAppOf(t, "", taskServiceScheme, appSecret)
+				tester.InitServer(presetGatewayConfig("github", route, app.Listener.Addr().String(), signUpstream), "caddyfile")
+				expectReply(t, "handed on", send(t, tester.Client, ev), http.StatusOK, "")
+			} else {
+				addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+				tester.InitServer(presetGatewayConfig("github", route, unusedUpstream, signUpstream, asyncRoute(addr, "max_attempts 1000")), "caddyfile")
+				expectReply(t, "accepted while the app is down", send(t, tester.Client, ev), http.StatusAccepted, "")
+				time.Sleep(appWindow + 500*time.Millisecond) // the outage outlasts the app's window
+				app = startCheckingAppOf(t, addr, taskServiceScheme, appSecret)
+				if shown := eventState(t, route, id); !strings.Contains(shown, `"state":"delivered"`) {
+					t.Fatalf("after the outage: %s, want delivered", shown)
+				}
+			}
+			statuses, failures := app.answered()
+			if len(statuses) != 1 || statuses[0] != http.StatusOK {
+				t.Fatalf("the app answered %v %q; want its own check to pass once", statuses, failures)
+			}
+			if h := app.headers[0]; h.Get("X-Hub-Signature-256") != "" || h.Get("X-GitHub-Delivery") != id {
+				t.Fatalf("the app got X-Hub-Signature-256 %q and X-GitHub-Delivery %q; want the provider's signature removed, its delivery ID kept",
+					h.Get("X-Hub-Signature-256"), h.Get("X-GitHub-Delivery"))
 			}
 		})
 	}

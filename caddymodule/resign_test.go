@@ -110,11 +110,11 @@ func TestResignProvisionRefusals(t *testing.T) {
 		"sendgrid":                   {Handler{Preset: "sendgrid", PublicKeys: []string{ecdsaPair(t).public}, Forward: resign}, "provider's private key"},
 		"standard with whpk_ only":   {Handler{Preset: "standard", PublicKeys: []string{whpk}, Forward: resign}, "provider's private key"},
 		"linear":                     {Handler{Preset: "linear", Secrets: []string{"{env.HOOKGATE_UNIT_SECRET}"}, Forward: resign}, "timestamp inside the body"},
-		"sign_upstream not base64":   {Handler{Preset: "stripe", Secrets: []string{"x"}, SignUpstream: "whsec_{env.HOOKGATE_UNIT_SECRET}"}, "sign_upstream must be a Standard Webhooks secret"},
-		"sign_upstream unset env":    {Handler{Preset: "stripe", Secrets: []string{"x"}, SignUpstream: "{env.HOOKGATE_NOT_SET_ANYWHERE}"}, "sign_upstream #1"},
-		"sign_upstream on standard":  {Handler{Preset: "standard", Secrets: []string{testSecret}, SignUpstream: testSecret}, "overwrite the provider's own webhook-"},
-		"sign_upstream on openai":    {Handler{Preset: "openai", Secrets: []string{testSecret}, SignUpstream: testSecret}, "overwrite the provider's own webhook-"},
-		"sign_upstream on a generic": {Handler{Preset: "generic", SignatureHeader: "Webhook-Signature", ID: &Source{From: "header", Name: "X-Id"}, Secrets: []string{"x"}, SignUpstream: testSecret}, "overwrite the provider's own webhook-signature"},
+		"sign_upstream not base64":   {Handler{Preset: "stripe", Secrets: []string{"x"}, SignUpstream: gatewaySigning("whsec_{env.HOOKGATE_UNIT_SECRET}")}, "sign_upstream must be a Standard Webhooks secret"},
+		"sign_upstream unset env":    {Handler{Preset: "stripe", Secrets: []string{"x"}, SignUpstream: gatewaySigning("{env.HOOKGATE_NOT_SET_ANYWHERE}")}, "sign_upstream #1"},
+		"sign_upstream on standard":  {Handler{Preset: "standard", Secrets: []string{testSecret}, SignUpstream: gatewaySigning(testSecret)}, "overwrite the provider's own webhook-"},
+		"sign_upstream on openai":    {Handler{Preset: "openai", Secrets: []string{testSecret}, SignUpstream: gatewaySigning(testSecret)}, "overwrite the provider's own webhook-"},
+		"sign_upstream on a generic": {Handler{Preset: "generic", SignatureHeader: "Webhook-Signature", ID: &Source{From: "header", Name: "X-Id"}, Secrets: []string{"x"}, SignUpstream: gatewaySigning(testSecret)}, "overwrite the provider's own webhook-signature"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			expectProvisionRefused(t, tc.h, tc.wantErr, "s3cr3t-value", testSecret)
@@ -172,14 +172,14 @@ func TestAdaptResignAndSignUpstream(t *testing.T) {
 			}
 		}
 	}
-	if found == nil || found.SignUpstream != "{env.GATEWAY_SECRET}" || found.Forward == nil || !found.Forward.Resign {
+	if found == nil || found.SignUpstream == nil || *found.SignUpstream != *gatewaySigning("{env.GATEWAY_SECRET}") || found.Forward == nil || !found.Forward.Resign {
 		t.Fatalf("adapted: %s", adapted)
 	}
 	var h Handler
 	for input, wantErr := range map[string]string{
 		"hookgate {\n forward http://x {\n resign now\n}\n}": "wrong argument count",
-		"hookgate {\n sign_upstream\n}":                      "wrong argument count",
-		"hookgate {\n sign_upstream a b\n}":                  "wrong argument count",
+		"hookgate {\n sign_upstream\n}":                      "sign_upstream takes a Standard Webhooks secret, or a block",
+		"hookgate {\n sign_upstream a b\n}":                  "sign_upstream takes a Standard Webhooks secret, or a block",
 	} {
 		if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(input)); err == nil || !strings.Contains(err.Error(), wantErr) {
 			t.Errorf("%q: got error %v, want one containing %q", input, err, wantErr)
@@ -265,5 +265,121 @@ func TestResignTurnedOnMidBacklogResignsEventsQueuedBefore(t *testing.T) {
 	app, _ := verify.New(cfg, []string{resignSecret})
 	if _, err := app.VerifyMessage(&verify.Message{Header: attempt.Header, Body: body, Method: http.MethodPost, URL: signed.URL}, time.Now()); err != nil {
 		t.Fatalf("the replayed event, queued before resign was on, fails the app's check: %v (stored headers %v)", err, ev.Header)
+	}
+}
+
+// sign_upstream signs in any scheme an app checks with a secret: with every preset as the app's
+// scheme, what hookgate hands on passes that preset's own verifier, carries the event ID where
+// the scheme has one, and no longer carries the provider's (GitHub's) signature, unless the app's
+// scheme is GitHub's too. The schemes it cannot sign
+// are refused when the config loads, in words.
+func TestSignUpstreamSignsEveryAppSchemeItCan(t *testing.T) {
+	cannot := map[string]string{
+		"hubspot": "signs the URL the app was called at", "square": "signs the URL the app was called at", "twilio": "signs the URL the app was called at",
+		"discord": "checked with a public key", "sendgrid": "checked with a public key",
+		"linear":  "checks a timestamp inside the body",
+		"generic": "no signature header: set signature_header",
+	}
+	provider, _ := verify.Preset("github")
+	body := []byte(`{"id":"evt_app_1","type":"invoice.paid"}`)
+	for _, name := range verify.PresetNames() {
+		app, err := (&UpstreamScheme{Preset: name, Secret: testSecret}).appScheme(testSecret)
+		if want, refused := cannot[name]; refused {
+			if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), testSecret) {
+				t.Errorf("sign_upstream %s: %v, want it refused saying %q, without the secret", name, err, want)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("sign_upstream %s: %v", name, err)
+			continue
+		}
+		s := &upstreamSigner{app: app, appKey: testSecret, providerHeaders: []string{provider.SignatureHeader, provider.TimestampHeader}}
+		header := http.Header{"X-Hub-Signature-256": {"sha256=the-providers"}, "X-Github-Delivery": {"d-1"}}
+		if err := s.signGateway(header, http.MethodPost, "evt_app_1", body, time.Now()); err != nil {
+			t.Errorf("sign_upstream %s: signing: %v", name, err)
+			continue
+		}
+		own, _ := verify.Preset(name)
+		check, err := verify.New(own, []string{testSecret})
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch _, err := check.Verify(header, body, time.Now()); {
+		case err != nil:
+			t.Errorf("sign_upstream %s: the app's own check: %v (headers %v)", name, err, header)
+		case own.IDHeader != "" && header.Get(own.IDHeader) != "evt_app_1":
+			t.Errorf("sign_upstream %s: %s is %q, want the event ID", name, own.IDHeader, header.Get(own.IDHeader))
+		case name != "github" && (header.Get("X-Hub-Signature-256") != "" || header.Get("X-Github-Delivery") != "d-1"):
+			t.Errorf("sign_upstream %s: X-Hub-Signature-256 %q, X-GitHub-Delivery %q: want the provider's signature removed, its other headers kept",
+				name, header.Get("X-Hub-Signature-256"), header.Get("X-Github-Delivery"))
+		}
+	}
+}
+
+// sign_upstream's block form adapts to the JSON object of the app's scheme, and the string form
+// to the string it always was; a block without the app's secret, with a misspelt field, or beside
+// resign (which signs in the provider's scheme) is refused.
+func TestSignUpstreamBlockForm(t *testing.T) {
+	var h Handler
+	err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(`hookgate {
+		preset github
+		sign_upstream stripe {
+			secret {env.APP_SECRET}
+			timestamp_unit s
+		}
+	}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &UpstreamScheme{Preset: "stripe", Secret: "{env.APP_SECRET}", TimestampUnit: "s"}
+	if !reflect.DeepEqual(h.SignUpstream, want) {
+		t.Fatalf("parsed %+v, want %+v", h.SignUpstream, want)
+	}
+	for value, wantJSON := range map[*UpstreamScheme]string{
+		want:                         `{"preset":"stripe","secret":"{env.APP_SECRET}","timestamp_unit":"s"}`,
+		gatewaySigning("whsec_abc="): `"whsec_abc="`,
+	} {
+		got, err := json.Marshal(value)
+		if err != nil || string(got) != wantJSON {
+			t.Errorf("JSON of %+v: %s, %v; want %s", value, got, err, wantJSON)
+		}
+		var back UpstreamScheme
+		if err := json.Unmarshal(got, &back); err != nil || back != *value {
+			t.Errorf("%s read back as %+v, %v; want %+v", got, back, err, *value)
+		}
+	}
+	for input, wantErr := range map[string]string{
+		"sign_upstream {\n signature_header X-Sig\n }":       "sign_upstream's block needs the app's secret",
+		"sign_upstream {\n secret s\n signatur_header X\n }": `unrecognized sign_upstream subdirective "signatur_header": did you mean "signature_header"?`,
+		"sign_upstream strpe {\n secret s\n }":               `unknown preset "strpe": did you mean "stripe"?`,
+		"sign_upstream {\n secret s\n encoding hexa\n }":     `unknown encoding "hexa": did you mean "hex"?`,
+		"sign_upstream a b {\n secret s\n }":                 "sign_upstream takes at most a preset's name before its block",
+	} {
+		var h Handler
+		err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("hookgate {\n " + input + "\n}"))
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Errorf("%q: %v, want an error containing %q", input, err, wantErr)
+		}
+	}
+	t.Setenv("HOOKGATE_UNIT_SECRET", "s3cr3t-value")
+	appScheme := func(fields UpstreamScheme) *UpstreamScheme {
+		fields.Secret = "{env.HOOKGATE_UNIT_SECRET}"
+		return &fields
+	}
+	for name, tc := range map[string]struct {
+		h       Handler
+		wantErr string
+	}{
+		"beside resign": {Handler{Preset: "stripe", Secrets: []string{"x"}, Forward: &Forward{URL: "http://127.0.0.1:3000", Resign: true},
+			SignUpstream: appScheme(UpstreamScheme{Preset: "slack"})}, "use one"},
+		"over the URL": {Handler{Preset: "stripe", Secrets: []string{"x"},
+			SignUpstream: appScheme(UpstreamScheme{SignatureHeader: "X-Sig", Signed: "{url}{body}"})}, "signs the URL the app was called at"},
+		"no header": {Handler{Preset: "stripe", Secrets: []string{"x"}, SignUpstream: appScheme(UpstreamScheme{Prefix: "v1="})}, "set signature_header"},
+		"unset env": {Handler{Preset: "stripe", Secrets: []string{"x"}, SignUpstream: &UpstreamScheme{Preset: "slack", Secret: "{env.HOOKGATE_NOT_SET_ANYWHERE}"}}, "sign_upstream #1"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			expectProvisionRefused(t, tc.h, tc.wantErr, "s3cr3t-value")
+		})
 	}
 }

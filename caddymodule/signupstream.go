@@ -1,0 +1,179 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/hookgate/hookgate/verify"
+)
+
+// An app that checks a signature itself checks it in its own scheme, with its own secret: the
+// provider's (resign), hookgate's Standard Webhooks signature (sign_upstream SECRET), or a scheme
+// of its own, often another provider's or an internal one (sign_upstream [PRESET] { … }). In the
+// last form hookgate hands on what it verified signed as the app expects, at the time it is sent,
+// and removes the provider's signature headers, which are not the app's to check.
+
+// UpstreamScheme is how sign_upstream signs what hookgate hands on to the app. In JSON it is either
+// a string, the Standard Webhooks secret of a signature of the gateway's own added beside the
+// provider's (webhook-id, webhook-timestamp, webhook-signature), or an object: the scheme the
+// app checks, in place of the provider's.
+type UpstreamScheme struct {
+	// Preset is the scheme the app checks, by a preset's name (stripe, standard, slack, …);
+	// the fields below override it. Default: generic (the fields alone describe it).
+	Preset string `json:"preset,omitempty"`
+	// Secret is the app's own secret, in SecretEncoding (the preset's, or raw). `{env.*}` and
+	// `{file.*}` placeholders are expanded once at provision time. Required.
+	Secret string `json:"secret"`
+	// SignatureHeader is the header the app reads the signature from. Default: the preset's.
+	SignatureHeader string `json:"signature_header,omitempty"`
+	// SignatureFormat is how that header is laid out: single, stripe, paddle or standard.
+	// Default: the preset's, else single.
+	SignatureFormat string `json:"signature_format,omitempty"`
+	// SignatureKey names the signature item of the stripe and paddle formats (v1, h1, …).
+	// Default: the format's.
+	SignatureKey string `json:"signature_key,omitempty"`
+	// Prefix goes before the signature in the single format (`sha256=`). Default: the preset's,
+	// else none.
+	Prefix string `json:"prefix,omitempty"`
+	// Encoding of the signature: hex, base64 or base64url. Default: the preset's, else hex.
+	Encoding string `json:"encoding,omitempty"`
+	// Algorithm of the HMAC: sha256, sha1 or sha512. Default: the preset's, else sha256.
+	Algorithm string `json:"algorithm,omitempty"`
+	// SecretEncoding is how Secret is written: raw, base64, hex or whsec. Default: the
+	// preset's, else raw.
+	SecretEncoding string `json:"secret_encoding,omitempty"`
+	// Signed is the template of the signed bytes over {id}, {timestamp}, {body} and {method}.
+	// Default: the preset's, else {body}.
+	Signed string `json:"signed,omitempty"`
+	// TimestampHeader carries the timestamp the signature covers, taken when the request is
+	// sent. Default: the preset's, else none.
+	TimestampHeader string `json:"timestamp_header,omitempty"`
+	// TimestampUnit of that timestamp: s, ms or rfc3339. Default: the preset's, else s.
+	TimestampUnit string `json:"timestamp_unit,omitempty"`
+	// IDHeader carries the event ID (Hookgate-Event-Id's value). Default: the preset's, else none.
+	IDHeader string `json:"id_header,omitempty"`
+
+	gateway bool // the string form: hookgate's own Standard Webhooks signature, beside the provider's
+}
+
+// gatewaySigning is the string form of sign_upstream: hookgate's own Standard Webhooks signature
+// with secret.
+func gatewaySigning(secret string) *UpstreamScheme {
+	return &UpstreamScheme{Secret: secret, gateway: true}
+}
+
+// UnmarshalJSON takes the string form or the object form.
+func (u *UpstreamScheme) UnmarshalJSON(b []byte) error {
+	var secret string
+	if err := json.Unmarshal(b, &secret); err == nil {
+		*u = *gatewaySigning(secret)
+		return nil
+	}
+	type fields UpstreamScheme
+	*u = UpstreamScheme{}
+	return json.Unmarshal(b, (*fields)(u))
+}
+
+// MarshalJSON writes the form it was given in.
+func (u UpstreamScheme) MarshalJSON() ([]byte, error) {
+	if u.gateway {
+		return json.Marshal(u.Secret)
+	}
+	type fields UpstreamScheme
+	return json.Marshal(fields(u))
+}
+
+// unmarshalSignUpstream parses `sign_upstream <secret>` or `sign_upstream [<preset>] { … }`.
+func unmarshalSignUpstream(d *caddyfile.Dispenser) (*UpstreamScheme, error) {
+	args := d.RemainingArgs()
+	nesting := d.Nesting()
+	if !d.NextBlock(nesting) {
+		if len(args) != 1 {
+			return nil, d.Err("sign_upstream takes a Standard Webhooks secret, or a block with the app's scheme: sign_upstream [<preset>] { secret … }")
+		}
+		return gatewaySigning(args[0]), nil
+	}
+	u := new(UpstreamScheme)
+	switch {
+	case len(args) > 1:
+		return nil, d.Err("sign_upstream takes at most a preset's name before its block")
+	case len(args) == 1:
+		if err := checkChoice(d, "preset", args[0], verify.PresetNames()); err != nil {
+			return nil, err
+		}
+		u.Preset = args[0]
+	}
+	fields := map[string]*string{
+		"secret": &u.Secret, "signature_header": &u.SignatureHeader, "signature_format": &u.SignatureFormat,
+		"signature_key": &u.SignatureKey, "prefix": &u.Prefix, "encoding": &u.Encoding, "algorithm": &u.Algorithm,
+		"secret_encoding": &u.SecretEncoding, "signed": &u.Signed, "timestamp_header": &u.TimestampHeader,
+		"timestamp_unit": &u.TimestampUnit, "id_header": &u.IDHeader,
+	}
+	for ok := true; ok; ok = d.NextBlock(nesting) {
+		sub := d.Val()
+		dst, known := fields[sub]
+		if !known {
+			return nil, unknownSubdirective(d, "sign_upstream", sub, slices.Sorted(maps.Keys(fields)))
+		}
+		if !d.AllArgs(dst) {
+			return nil, d.ArgErr()
+		}
+		if allowed, ok := closedSets[sub]; ok {
+			if err := checkChoice(d, sub, *dst, allowed); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if u.Secret == "" {
+		return nil, d.Err("sign_upstream's block needs the app's secret: secret <secret>")
+	}
+	return u, nil
+}
+
+// appScheme is the scheme the app checks (the object form), validated for signing with key.
+func (u *UpstreamScheme) appScheme(key string) (verify.Config, error) {
+	cfg := verify.Config{Scheme: "generic"}
+	if u.Preset != "" {
+		preset, ok := verify.Preset(u.Preset)
+		if !ok {
+			return cfg, fmt.Errorf("unknown preset %q: use one of %s", u.Preset, strings.Join(verify.PresetNames(), ", "))
+		}
+		cfg = preset
+	}
+	for dst, src := range map[*string]string{
+		&cfg.SignatureHeader: u.SignatureHeader, &cfg.Format: u.SignatureFormat, &cfg.SignatureKey: u.SignatureKey,
+		&cfg.Prefix: u.Prefix, &cfg.Encoding: u.Encoding, &cfg.Algorithm: u.Algorithm, &cfg.SecretEncoding: u.SecretEncoding,
+		&cfg.Signed: u.Signed, &cfg.TimestampHeader: u.TimestampHeader, &cfg.TimestampUnit: u.TimestampUnit, &cfg.IDHeader: u.IDHeader,
+	} {
+		if src != "" {
+			*dst = src
+		}
+	}
+	if cfg.TimestampJSON != "" {
+		return cfg, fmt.Errorf("the app's %s scheme checks a timestamp inside the body (%s), which hookgate forwards unchanged", cfg.Scheme, cfg.TimestampJSON)
+	}
+	// Where the ID comes from and the provider's endpoint checks are the provider's business.
+	cfg.Handshake, cfg.IDJSON, cfg.IDBodyDigest = "", "", false
+	if cfg.SignsURL() || cfg.BodyHashParam != "" {
+		return cfg, fmt.Errorf("the app's %s scheme signs the URL the app was called at, which the app derives from its own public address "+
+			"and hookgate cannot know: sign_upstream takes schemes over {id}, {timestamp}, {body} and {method}", cfg.Scheme)
+	}
+	if cfg.Algorithm == verify.AlgorithmEd25519 || cfg.Algorithm == verify.AlgorithmECDSAP256 {
+		return cfg, fmt.Errorf("the app's %s scheme is checked with a public key: only the holder of its private key can sign it", cfg.Scheme)
+	}
+	if _, err := verify.New(cfg, []string{key}); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// errResignWithAppScheme refuses resign beside sign_upstream in the app's scheme: the one signs
+// in the provider's scheme, the other removes the provider's signature for the app's.
+var errResignWithAppScheme = errors.New("forward resign signs in the provider's scheme, and sign_upstream with a scheme signs in the app's, " +
+	"removing the provider's signature: use one")
