@@ -5,6 +5,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"unicode"
 
+	"github.com/hookgate/hookgate/caddymodule"
 	"github.com/hookgate/hookgate/verify"
 )
 
@@ -478,6 +480,45 @@ func TestReadmeRunsTheBuiltBinaryAsTheScriptDoes(t *testing.T) {
 	for _, m := range regexp.MustCompile(`\{(?:env\.|\$)(\w+)(:[^}]*)?\}`).FindAllStringSubmatch(caddyfile, -1) {
 		if m[2] == "" && m[1] != "HOOKGATE_SECRET" {
 			t.Errorf("the root Caddyfile reads %s, which has no default and which the README's line does not set", m[1])
+		}
+	}
+}
+
+// Every scheme field a route takes (a field of the handler's config that overrides the preset's
+// verify.Config field of the same meaning) has its row in docs/presets.md's scheme-fields table,
+// and sign_upstream's block, which takes the same fields, is documented with each of them.
+func TestSchemeFieldsTablesListEveryField(t *testing.T) {
+	page, err := os.ReadFile("docs/presets.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(page)[strings.Index(string(page), "## Scheme fields"):]
+	section = section[:strings.Index(section[3:], "\n## ")+3]
+	handler := reflect.TypeFor[caddymodule.Handler]()
+	var fields []string
+	for f := range reflect.TypeFor[verify.Config]().Fields() {
+		for _, name := range []string{f.Name, "Signature" + f.Name} {
+			if hf, ok := handler.FieldByName(name); ok && f.Type.Kind() == reflect.String && hf.Type.Kind() == reflect.String {
+				fields = append(fields, strings.Split(hf.Tag.Get("json"), ",")[0])
+			}
+		}
+	}
+	if len(fields) < 10 {
+		t.Fatalf("found only the scheme fields %v: is the pattern still right?", fields)
+	}
+	for _, field := range fields {
+		if !strings.Contains(section, "| `"+field) {
+			t.Errorf("docs/presets.md's scheme-fields table has no row for %s", field)
+		}
+	}
+	legacy, err := os.ReadFile("docs/legacy-apps.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := reflect.TypeFor[caddymodule.UpstreamScheme]()
+	for f := range block.Fields() {
+		if name := strings.Split(f.Tag.Get("json"), ",")[0]; f.IsExported() && name != "preset" && !strings.Contains(string(legacy), "`"+name+"`") {
+			t.Errorf("docs/legacy-apps.md does not say sign_upstream's block takes %s", name)
 		}
 	}
 }

@@ -84,6 +84,8 @@ run_tests() {
 	test_tools
 	# verify's provider-oracle tests drive the providers' own npm libraries, pinned by this lock.
 	[ -d verify/testdata/oracle/node_modules ] || (cd verify/testdata/oracle && npm ci)
+	# The seed programs' end-to-end test compiles the platform's TypeScript sender with esbuild.
+	[ -d caddymodule/testdata/seeds/node_modules ] || (cd caddymodule/testdata/seeds && npm ci)
 	gofmt_out=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 	if [ -n "$gofmt_out" ]; then
 		echo "gofmt would change: $gofmt_out" >&2

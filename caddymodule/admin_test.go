@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -98,5 +99,30 @@ func TestAdminRefusesCrossSiteBrowserRequests(t *testing.T) {
 		if status, body := crossSiteGet(t, path); status != http.StatusForbidden {
 			t.Errorf("a cross-site frame GET %s (no Origin, no Referer) was answered %d %.80s; want 403", path, status, body)
 		}
+	}
+}
+
+// docs/operations.md's word to scripts: Node's fetch sends Sec-Fetch-Mode and no Origin, which
+// Caddy's admin endpoint refuses; with the admin address as Origin, the same fetch is answered.
+// Run with Node itself, as a script would.
+func TestAdminAPIFromNodeFetchNeedsAnOrigin(t *testing.T) {
+	const route = "nodefetch"
+	startAsyncGateway(t, route, unusedUpstream)
+	awaitLoadSettled(t, http.DefaultClient)
+	fetch := func(headers string) string {
+		t.Helper()
+		script := `const r = await fetch("http://localhost:2999/hookgate/status/` + route + `", {headers: ` + headers + `});
+console.log(r.status, await r.text());`
+		out, err := exec.Command("node", "--input-type=module", "-e", script).CombinedOutput()
+		if err != nil {
+			t.Fatalf("node: %v\n%s", err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if got := fetch(`{}`); !strings.HasPrefix(got, "403 ") || !strings.Contains(got, "client is not allowed to access from origin ''") {
+		t.Errorf("Node's fetch without an Origin: %s; want 403, the empty origin not allowed", got)
+	}
+	if got := fetch(`{Origin: "http://localhost:2999"}`); !strings.HasPrefix(got, "200 ") || !strings.Contains(got, `"backlog"`) {
+		t.Errorf("Node's fetch with the admin address as Origin: %s; want 200 and the route's status", got)
 	}
 }

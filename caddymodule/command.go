@@ -92,6 +92,7 @@ and the printed URL carries it.`,
 	f.StringVar(&h.Signed, "signed", "", "template of the signed bytes over {id}, {timestamp}, {body}, {method}, {url}, {params}")
 	f.StringVar(&h.TimestampHeader, "timestamp-header", "", "header carrying the signed timestamp")
 	f.StringVar(&h.TimestampUnit, "timestamp-unit", "", "s, ms or rfc3339")
+	f.StringVar(&h.TimestampJSON, "timestamp-json", "", "a key of the body holding the signed timestamp, in --timestamp-unit (the demo body carries it)")
 	return cmd
 }
 
@@ -109,7 +110,11 @@ func signedCurl(h *Handler, in signInput, now time.Time) (string, error) {
 		in.id = randomEventID()
 	}
 	if in.body == "" {
-		in.body = demoBody(cfg, in.form, in.id, now)
+		body, err := demoBody(cfg, in.form, in.id, now)
+		if err != nil {
+			return "", err
+		}
+		in.body = body
 	}
 	in.publicURL = signedURL(in.url, in.publicURL)
 	m := &verify.Message{Header: http.Header{}, Body: []byte(in.body), Method: http.MethodPost, URL: in.publicURL}

@@ -204,7 +204,10 @@ func TestSignDemoBodyCarriesTheID(t *testing.T) {
 		if cfg.IDJSON == "" {
 			continue
 		}
-		body := demoBody(cfg, false, `evt_"quoted"`, time.Now())
+		body, err := demoBody(cfg, false, `evt_"quoted"`, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
 		if got := gjson.Get(body, cfg.IDJSON).String(); got != `evt_"quoted"` {
 			t.Errorf("%s: %s in %s is %q", preset, cfg.IDJSON, body, got)
 		}

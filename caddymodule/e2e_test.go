@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -140,9 +141,12 @@ func TestEndToEndWithBuiltBinary(t *testing.T) {
 	}
 }
 
-type prefixWriter struct{ t *testing.T }
+type prefixWriter struct {
+	t   *testing.T
+	who string // the process writing; "caddy" when empty
+}
 
 func (p *prefixWriter) Write(b []byte) (int, error) {
-	p.t.Logf("caddy: %s", strings.TrimRight(string(b), "\n"))
+	p.t.Logf("%s: %s", cmp.Or(p.who, "caddy"), strings.TrimRight(string(b), "\n"))
 	return len(b), nil
 }

@@ -35,18 +35,40 @@ var demoHeaders = map[string]map[string]string{
 }
 
 // demoBody is a small event carrying its ID where the preset looks for it, and an entity with a
-// version so `version json data.object.id json data.object.updated` can be tried too. As a form
-// (--form) it is the flat fields id, event_id and type.
-func demoBody(cfg verify.Config, form bool, id string, now time.Time) string {
+// version so `version json data.object.id json data.object.updated` can be tried too; for a
+// scheme with a timestamp in the body (timestamp_json, a top-level key), the time now there. As
+// a form (--form) it is the flat fields id, event_id and type.
+func demoBody(cfg verify.Config, form bool, id string, now time.Time) (string, error) {
 	if form {
-		return url.Values{"id": {id}, "event_id": {id}, "type": {"hookgate.demo"}}.Encode()
+		return url.Values{"id": {id}, "event_id": {id}, "type": {"hookgate.demo"}}.Encode(), nil
 	}
 	quoted, _ := json.Marshal(id)
 	if shape, ok := demoEvents[cfg.Scheme]; ok {
-		return fmt.Sprintf(shape, quoted, now.UnixMilli())
+		return fmt.Sprintf(shape, quoted, now.UnixMilli()), nil
 	}
-	return fmt.Sprintf(`{"id":%s,"event_id":%s,"type":"hookgate.demo","data":{"object":{"id":"obj_demo","updated":%d}}}`,
-		quoted, quoted, now.UnixNano())
+	var stamped string
+	if cfg.TimestampJSON != "" {
+		path, err := parseJSONPath(cfg.TimestampJSON)
+		if err != nil || len(path.steps) != 1 {
+			return "", fmt.Errorf("--timestamp-json %s: the demo body carries a top-level key only; give the body with --body", cfg.TimestampJSON)
+		}
+		key, _ := json.Marshal(path.steps[0])
+		value, _ := json.Marshal(demoTimestamp(now, cfg.TimestampUnit))
+		stamped = fmt.Sprintf(`,%s:%s`, key, value)
+	}
+	return fmt.Sprintf(`{"id":%s,"event_id":%s,"type":"hookgate.demo","data":{"object":{"id":"obj_demo","updated":%d}}%s}`,
+		quoted, quoted, now.UnixNano(), stamped), nil
+}
+
+// demoTimestamp is now in unit, as a provider writes it in a JSON body.
+func demoTimestamp(now time.Time, unit string) any {
+	switch unit {
+	case verify.UnitMilliseconds:
+		return now.UnixMilli()
+	case verify.UnitRFC3339:
+		return now.UTC().Format(time.RFC3339)
+	}
+	return now.Unix()
 }
 
 func randomEventID() string {
