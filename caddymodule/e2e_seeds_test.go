@@ -2,9 +2,12 @@ package caddymodule
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hookgate/hookgate/verify"
 )
 
 // The two programs hookgate was designed from, run as written from ../shared/seeds with
@@ -73,11 +78,13 @@ type seedReceiver struct {
 	answers []receiverAnswer
 }
 
-// startSeedReceiver runs the receiver on port and waits until it listens.
-func startSeedReceiver(t *testing.T, seeds string, port int) *seedReceiver {
+// startSeedReceiver runs the receiver on port, its clock ahead by ahead, and waits until it
+// listens.
+func startSeedReceiver(t *testing.T, seeds string, port int, ahead time.Duration) *seedReceiver {
 	t.Helper()
 	r := &seedReceiver{cmd: exec.Command("node", filepath.Join("testdata", "seeds", "receiver.mjs"))}
-	r.cmd.Env = append(os.Environ(), fmt.Sprintf("RECEIVER_PORT=%d", port), "RECEIVER_FILE="+filepath.Join(seeds, "receiver", "webhook-demo.mjs"))
+	r.cmd.Env = append(os.Environ(), fmt.Sprintf("RECEIVER_PORT=%d", port), "RECEIVER_FILE="+filepath.Join(seeds, "receiver", "webhook-demo.mjs"),
+		fmt.Sprintf("RECEIVER_CLOCK_AHEAD_MS=%d", ahead.Milliseconds()))
 	r.cmd.Stderr = &prefixWriter{t: t, who: "receiver"}
 	out, err := r.cmd.StdoutPipe()
 	if err != nil {
@@ -140,7 +147,9 @@ type senderDelivery struct {
 func runSeedSender(t *testing.T, seeds, url, secret string) []senderDelivery {
 	t.Helper()
 	compiled := filepath.Join(t.TempDir(), "sender.mjs")
-	build := exec.Command("node", filepath.Join("testdata", "seeds", "build-sender.mjs"))
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	build := exec.CommandContext(ctx, "node", filepath.Join("testdata", "seeds", "build-sender.mjs"))
 	build.Env = append(os.Environ(), "SEEDS_DIR="+seeds, "OUT="+compiled)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("compiling the sender: %v\n%s", err, out)
@@ -178,11 +187,17 @@ func expectEachTakenOnce(t *testing.T, r *seedReceiver, sent []senderDelivery) {
 		}
 	}
 	for _, a := range other {
-		if a.Status != 200 {
+		if a.Status != 200 && a.EventID != "" { // without Hookgate-Event-Id: the control, sent apart
 			t.Errorf("the receiver refused an event: %+v", a)
 		}
 	}
-	t.Logf("the receiver took %d events, each once; %d other answers (duplicates of ones it had)", len(took), len(other))
+	duplicates := 0
+	for _, a := range other {
+		if a.EventID != "" {
+			duplicates++
+		}
+	}
+	t.Logf("the receiver took %d events, each once; %d other answers (duplicates of ones it had)", len(took), duplicates)
 }
 
 // Sync: each event the sender emits goes through hookgate (verified in the sender's scheme, fresh
@@ -193,7 +208,7 @@ func TestSeedProgramsWorkThroughASyncRoute(t *testing.T) {
 	t.Parallel()
 	seeds := seedsDir(t)
 	g := startSeedsGateway(t)
-	receiver := startSeedReceiver(t, seeds, g.receiverPort)
+	receiver := startSeedReceiver(t, seeds, g.receiverPort, 0)
 	sent := runSeedSender(t, seeds, fmt.Sprintf("http://localhost:%d/webhook/ai", g.port), g.platformSecret)
 	for _, d := range sent {
 		if d.Status != "delivered" || d.Attempts != 1 {
@@ -205,9 +220,20 @@ func TestSeedProgramsWorkThroughASyncRoute(t *testing.T) {
 
 // Async, with the receiver down longer than its window: the sender gets 202 for each event and
 // is done; the receiver comes back more than 300 s after the last event was queued, and each
-// event, signed afresh at its attempt, passes the receiver's own check exactly once.
+// event, signed afresh at its attempt, passes the receiver's own check exactly once. The outage
+// is 3 s and the receiver's clock runs 298 s ahead, so that to its window it lasted 301 s: an
+// event signed when it was queued would be refused, as a control signed then shows.
+// HOOKGATE_SEEDS_OUTAGE=301s runs it with a real outage and the receiver's clock right.
 func TestSeedProgramsWorkThroughAnAsyncRouteAfterAnOutageLongerThanTheReceiversWindow(t *testing.T) {
 	t.Parallel()
+	outage, ahead := 3*time.Second, receiverWindow-2*time.Second
+	if real := os.Getenv("HOOKGATE_SEEDS_OUTAGE"); real != "" {
+		d, err := time.ParseDuration(real)
+		if err != nil || d <= receiverWindow {
+			t.Fatalf("HOOKGATE_SEEDS_OUTAGE=%s: want a duration over %v", real, receiverWindow)
+		}
+		outage, ahead = d, 0
+	}
 	seeds := seedsDir(t)
 	g := startSeedsGateway(t)
 	sent := runSeedSender(t, seeds, fmt.Sprintf("http://localhost:%d/webhook/ai", g.asyncPort), g.platformSecret)
@@ -217,12 +243,37 @@ func TestSeedProgramsWorkThroughAnAsyncRouteAfterAnOutageLongerThanTheReceiversW
 			t.Errorf("the sender: %+v, want answered 202 at the first attempt", d)
 		}
 	}
-	time.Sleep(receiverWindow + time.Second - time.Since(queued))
-	receiver := startSeedReceiver(t, seeds, g.receiverPort)
+	time.Sleep(outage - time.Since(queued))
+	receiver := startSeedReceiver(t, seeds, g.receiverPort, ahead)
+	if status := signedAtQueueTime(t, g.receiverPort, queued); status != http.StatusUnauthorized {
+		t.Fatalf("the control, signed in the receiver's scheme when the events were queued: %d, want 401 (the window passed)", status)
+	}
 	waitFor(t, "every event to reach the receiver after the outage", 90*time.Second, func() bool {
 		took, _ := receiver.accepted()
 		return len(took) >= seedsEvents
 	})
-	t.Logf("the receiver was down %v", time.Since(queued).Round(time.Second))
+	t.Logf("the receiver was down %v (to its clock, %v)", time.Since(queued).Round(time.Second), (time.Since(queued) + ahead).Round(time.Second))
 	expectEachTakenOnce(t, receiver, sent)
+}
+
+// signedAtQueueTime sends the receiver a request signed in its own scheme and secret at queued,
+// as hookgate would if it signed when it queued an event, and returns the receiver's status.
+func signedAtQueueTime(t *testing.T, port int, queued time.Time) int {
+	t.Helper()
+	body := []byte(`{"id":"evt_control","event":"task.completed","data":{"task_id":"task_control","version":1},"timestamp":0}`)
+	header, err := verify.Sign(taskServiceScheme, "replace-this-secret", "", queued, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d/webhook/ai", port), bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = header
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

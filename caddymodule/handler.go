@@ -116,7 +116,7 @@ func (h *Handler) handOn(out *outcome, rec *statusRecorder, r *http.Request, nex
 	}()
 	err := next.ServeHTTP(rec, r)
 	returned = true
-	taken := err == nil && processed(rec.status)
+	taken := err == nil && (rec.status == 0 || processed(rec.status)) // nothing written: net/http answers 200
 	if !taken {
 		out.released()
 	}

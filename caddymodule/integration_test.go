@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +16,9 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/internal/paralleltest"
 	"github.com/hookgate/hookgate/verify"
 )
@@ -427,4 +430,44 @@ func TestUnsignedEventIDMissingIs400(t *testing.T) {
 	ev.headers.Set("X-GitHub-Delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958")
 	expectReply(t, "with X-GitHub-Delivery", send(t, tester.Client, ev), http.StatusOK, "upstream says hi")
 	expectReply(t, "redelivery", send(t, tester.Client, ev), http.StatusOK, `"duplicate":true`)
+}
+
+// claimSettleCounter is a ledger that takes every event at once and counts how claims are settled.
+type claimSettleCounter struct {
+	instantStore
+	mu            sync.Mutex
+	done, release int
+}
+
+func (s *claimSettleCounter) Done(context.Context, dedupe.Claim, time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.done++
+	return nil
+}
+
+func (s *claimSettleCounter) Release(context.Context, dedupe.Claim) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.release++
+	return nil
+}
+
+// event is handed on again.
+func TestSyncNextHandlerWritingNothingMarksTheEventDone(t *testing.T) {
+	next := caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
+	f := newRequestPathFixture(t, false, next)
+	ledger := &claimSettleCounter{}
+	f.h.ledger.ledger = ledger
+	r := f.request()
+	rec := httptest.NewRecorder()
+	if err := f.h.ServeHTTP(rec, r, next); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Code != http.StatusOK {
+		t.Fatalf("the provider was answered %d, want net/http's implicit 200", rec.Code)
+	}
+	if ledger.done != 1 || ledger.release != 0 {
+		t.Fatalf("the provider was answered 200, and the claim was settled done %d, released %d times; want done once", ledger.done, ledger.release)
+	}
 }

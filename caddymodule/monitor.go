@@ -43,7 +43,7 @@ func (h *Handler) checkMonitor() error {
 	case h.Monitor && h.Forward != nil:
 		return errors.New("monitor and forward cannot be used together: monitor hands every request on to the next handler as it came, " +
 			"while forward answers the provider itself and delivers later; monitor a sync route (without forward), then enforce it")
-	case h.Monitor && h.SignUpstream != nil:
+	case h.Monitor && h.SignUpstream.set():
 		return errors.New("monitor and sign_upstream cannot be used together: monitor hands on, unsigned by the gateway, the requests " +
 			"hookgate would not accept (duplicates, ignored events, any while the ledger is down), which an app checking the gateway's signature refuses; " +
 			"monitor while the app checks the provider's signature, enforce, then add sign_upstream")

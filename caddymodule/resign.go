@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,6 +39,9 @@ type upstreamSigner struct {
 	// providerHeaders are the provider's signature and timestamp headers, removed before the
 	// app's are set when sign_upstream speaks the app's scheme; none for the gateway's.
 	providerHeaders []string
+	// carriedID is set on a route with dedupe off, whose events have no ID of hookgate's: the
+	// app's scheme then signs the ID the request carries where the app reads it, if any.
+	carriedID bool
 }
 
 // gatewayScheme is the scheme sign_upstream signs with: Standard Webhooks v1.
@@ -50,10 +54,10 @@ func (h *Handler) provisionUpstreamSigning(cfg verify.Config, secrets []string) 
 	// Kept on every async route of a scheme that signs the URL, resign or not: resign turned on
 	// mid-backlog (after an outage's 401s) can then re-sign the events queued before it.
 	h.keepSignedURL = h.Forward != nil && cfg.SignsURL()
-	if !resign && h.SignUpstream == nil {
+	if !resign && !h.SignUpstream.set() {
 		return nil
 	}
-	h.upstream = &upstreamSigner{logger: h.logger, route: h.Name}
+	h.upstream = &upstreamSigner{logger: h.logger, route: h.Name, carriedID: h.DedupeOff}
 	if resign {
 		var first string
 		if len(secrets) > 0 {
@@ -70,7 +74,7 @@ func (h *Handler) provisionUpstreamSigning(cfg verify.Config, secrets []string) 
 		h.upstream.resigner = r
 		h.upstream.needsURL = r.Refreshes() && cfg.SignsURL()
 	}
-	if h.SignUpstream == nil {
+	if !h.SignUpstream.set() {
 		return nil
 	}
 	return h.provisionSignUpstream(cfg)
@@ -101,7 +105,8 @@ func (h *Handler) provisionSignUpstream(cfg verify.Config) error {
 		return fmt.Errorf("sign_upstream: %w", err)
 	}
 	h.upstream.app, h.upstream.appKey = app, keys[0]
-	h.upstream.providerHeaders = append(strings.Split(cfg.SignatureHeader, ","), cfg.TimestampHeader)
+	h.upstream.providerHeaders = slices.Concat(strings.Split(cfg.SignatureHeader, ","), strings.Split(cfg.OtherSignatureHeaders, ","),
+		[]string{cfg.TimestampHeader})
 	return nil
 }
 
@@ -137,7 +142,11 @@ func (s *upstreamSigner) signAttempt(req *http.Request, ev *dedupe.Event) error 
 			return fmt.Errorf("resign: %w", err)
 		}
 	}
-	return s.signGateway(req.Header, ev.Method, ev.ID, ev.Body, now)
+	id := ev.ID
+	if carried := s.carried(req.Header); carried != "" {
+		id = carried
+	}
+	return s.signGateway(req.Header, ev.Method, id, ev.Body, now)
 }
 
 // signGateway signs body for sign_upstream: it sets the app's scheme's headers (the gateway's
@@ -159,11 +168,25 @@ func (s *upstreamSigner) signGateway(header http.Header, method, id string, body
 	return nil
 }
 
+// carried is, on a route with dedupe off, the event ID the request carries where the app's
+// scheme reads it: "" elsewhere.
+func (s *upstreamSigner) carried(header http.Header) string {
+	if !s.carriedID || s.app.IDHeader == "" {
+		return ""
+	}
+	return header.Get(s.app.IDHeader)
+}
+
 // signHandedOn signs, in sync mode, the request handed to the next handler with sign_upstream.
-// Without an event ID (dedupe off), it gets a random one, as a queued event does.
+// Without an event ID (dedupe off), it signs the one the request carries where the app reads it
+// (an app that deduplicates the provider's retries itself must see the provider's ID), or a
+// random one, as a queued event has.
 func (h *Handler) signHandedOn(r *http.Request, id string, body []byte) error {
 	if h.upstream == nil {
 		return nil
+	}
+	if carried := h.upstream.carried(r.Header); carried != "" {
+		id = carried
 	}
 	if id == "" {
 		id = randomEventID()

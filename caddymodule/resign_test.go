@@ -2,8 +2,12 @@ package caddymodule
 
 import (
 	"crypto/ed25519"
+	"crypto/hmac"
+	"crypto/sha1"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -11,8 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/verify"
 	"go.uber.org/zap"
@@ -351,8 +357,8 @@ func TestSignUpstreamBlockForm(t *testing.T) {
 	}
 	for input, wantErr := range map[string]string{
 		"sign_upstream {\n signature_header X-Sig\n }":       "sign_upstream's block needs the app's secret",
-		"sign_upstream {\n secret s\n signatur_header X\n }": `unrecognized sign_upstream subdirective "signatur_header": did you mean "signature_header"?`,
-		"sign_upstream strpe {\n secret s\n }":               `unknown preset "strpe": did you mean "stripe"?`,
+		"sign_upstream {\n secret s\n signatur_header X\n }": "a line of sign_upstream's block is not one of its fields: did you mean signature_header?",
+		"sign_upstream strpe {\n secret s\n }":               "the word before sign_upstream's block is not a preset's name: did you mean stripe?",
 		"sign_upstream {\n secret s\n encoding hexa\n }":     `unknown encoding "hexa": did you mean "hex"?`,
 		"sign_upstream a b {\n secret s\n }":                 "sign_upstream takes at most a preset's name before its block",
 	} {
@@ -381,5 +387,202 @@ func TestSignUpstreamBlockForm(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			expectProvisionRefused(t, tc.h, tc.wantErr, "s3cr3t-value")
 		})
+	}
+}
+
+// appOwnSecret is an app's own Standard Webhooks secret.
+const appOwnSecret = "whsec_YXBwLW93bi1zZWNyZXQtZm9yLXRoZS1yZXZpZXc="
+
+// With `dedupe off` there is no claim ID, and sync mode signs with a random ID of its own. With
+// sign_upstream in the app's scheme, that random ID is written into the app's id_header, which
+// may be the very header the provider's own event ID came in (standard → standard, github →
+// github): the provider's delivery and its retry reach the app under two different IDs, so the
+// app's own dedupe (the one left when hookgate's is off) processes the event twice. And
+// Hookgate-Event-Id, which the docs say id_header carries, is empty.
+func TestSignUpstreamWithDedupeOffHandsOnTheProvidersEventID(t *testing.T) {
+	type handed struct{ webhookID, hookgateID string }
+	var seen []handed
+	app, _ := verify.Preset("standard")
+	appCheck, err := verify.New(app, []string{appOwnSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return err
+		}
+		if _, err := appCheck.Verify(r.Header, body, time.Now()); err != nil {
+			t.Errorf("the app's own check: %v", err)
+		}
+		seen = append(seen, handed{r.Header.Get("Webhook-Id"), r.Header.Get("Hookgate-Event-Id")})
+		w.WriteHeader(http.StatusOK)
+		return nil
+	})
+	f := newRequestPathFixture(t, false, next)
+	f.h.DedupeOff, f.h.ID = true, nil // as Provision leaves a `dedupe off` route: no ID source
+	f.h.SignUpstream = &UpstreamScheme{Preset: "standard", Secret: appOwnSecret}
+	if err := f.h.provisionUpstreamSigning(f.h.verifier.Config(), []string{f.secret}); err != nil {
+		t.Fatal(err)
+	}
+	f.serve(t, 0) // the provider's delivery
+	f.serve(t, 0) // and its retry of the same event (same webhook-id)
+	for i, h := range seen {
+		if h.webhookID != "evt_0000000000" {
+			t.Errorf("request %d reached the app with webhook-id %q (Hookgate-Event-Id %q), want the provider's evt_0000000000", i+1, h.webhookID, h.hookgateID)
+		}
+	}
+}
+
+// A next handler that returns without writing anything is answered 200 by net/http: the
+// provider takes it as delivered and never retries. The claim should then be done, as it was
+// before the 2xx-only change (processed(0) was true); it is released instead, so the outcome
+// says `released` for a retry that never comes, and a later duplicate delivery of the same
+// Caddy reads a handler's JSON strictly (caddy.StrictUnmarshalJSON): a misspelt field is an
+// error everywhere in hookgate's config, except inside sign_upstream's object, whose custom
+// UnmarshalJSON decodes it with a plain json.Unmarshal. A misspelt signature_header,
+// timestamp_header, signed or secret_encoding is then silently the preset's default.
+func TestSignUpstreamJSONRefusesAMisspeltField(t *testing.T) {
+	var h Handler
+	if err := caddy.StrictUnmarshalJSON([]byte(`{"preset":"github","signature_heder":"X-App-Signature"}`), &h); err == nil {
+		t.Fatal("control: a misspelt route field is accepted; this test assumes Caddy's strict decoding")
+	}
+	h = Handler{}
+	err := caddy.StrictUnmarshalJSON([]byte(`{"preset":"github","sign_upstream":{"preset":"stripe","secret":"{env.APP_SECRET}","signature_heder":"X-App-Signature"}}`), &h)
+	if err == nil {
+		t.Fatalf("sign_upstream {\"signature_heder\": …} accepted as %+v; want an unknown field refused, as everywhere else", *h.SignUpstream)
+	}
+}
+
+// The docs promise a sign_upstream secret is refused "without being echoed". The block form's
+// parse errors quote the token they stop at: a secret left on the directive's line when the
+// string form becomes a block (here as {$VAR}, expanded when the Caddyfile is adapted), a secret
+// alone on its line, or one followed by a stray token, is printed in the error (logged by
+// `caddy run`/`reload`, answered by the admin API's /load).
+func TestSignUpstreamCaddyfileErrorsNeverShowTheSecret(t *testing.T) {
+	const secret = "whsec_ZG8tbm90LXByaW50LXRoaXMtc2VjcmV0LWtleQ=="
+	t.Setenv("HOOKGATE_REVIEW_SECRET", secret)
+	for name, block := range map[string]string{
+		"the string form's secret left before the new block": "sign_upstream {$HOOKGATE_REVIEW_SECRET} {\n\t\t\tsecret {env.APP_SECRET}\n\t\t\tsignature_header X-App-Signature\n\t\t}",
+		"the secret alone on its line":                       "sign_upstream {\n\t\t\t{$HOOKGATE_REVIEW_SECRET}\n\t\t\tsignature_header X-App-Signature\n\t\t}",
+		"the secret followed by a stray token":               "sign_upstream {\n\t\t\tsecret {$HOOKGATE_REVIEW_SECRET} x\n\t\t\tsignature_header X-App-Signature\n\t\t}",
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte("http://localhost:9999 {\n\thookgate /hooks/x {\n\t\tpreset github\n\t\tsecret {env.S}\n\t\t"+block+"\n\t}\n}"), nil)
+			if err == nil {
+				t.Fatal("adapted; want the mistake refused")
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Fatalf("the error shows the secret: %v", err)
+			}
+		})
+	}
+}
+
+// GitHub signs each delivery twice when a secret is set: X-Hub-Signature-256 (what the github
+// preset checks) and the legacy X-Hub-Signature (sha1=, HMAC-SHA1 of the body with the same
+// secret). The docs: "The provider's signature and timestamp headers are removed first: they
+// are not the app's to check, and an app reading them would be misled." Only the preset's
+// header is removed; the legacy GitHub signature reaches the app beside the app's own.
+func TestSignUpstreamRemovesGitHubsLegacySignatureToo(t *testing.T) {
+	const githubSecret = "github-webhook-secret"
+	cfg, _ := verify.Preset("github")
+	h := &Handler{Preset: "github", Name: "gh", logger: zap.NewNop(),
+		SignUpstream: &UpstreamScheme{Secret: "app-secret", SignatureHeader: "X-App-Signature", Signed: "{timestamp}.{body}", TimestampHeader: "X-App-Timestamp"}}
+	var err error
+	if h.verifier, err = verify.New(cfg, []string{githubSecret}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.provisionUpstreamSigning(h.verifier.Config(), []string{githubSecret}); err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"action":"opened"}`)
+	header, err := verify.Sign(cfg, githubSecret, "", time.Now(), body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy := hmac.New(sha1.New, []byte(githubSecret))
+	legacy.Write(body)
+	header.Set("X-Hub-Signature", "sha1="+hex.EncodeToString(legacy.Sum(nil)))
+	header.Set("X-GitHub-Delivery", "d-1")
+	r := httptest.NewRequest(http.MethodPost, "/hooks/gh", nil)
+	r.Header = header
+	if err := h.signHandedOn(r, "d-1", body); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"X-Hub-Signature-256", "X-Hub-Signature"} {
+		if v := r.Header.Get(name); v != "" {
+			t.Errorf("handed on with GitHub's %s: %s (headers %v); want the provider's signatures removed", name, v, r.Header)
+		}
+	}
+}
+
+// `sign_upstream PRESET` without a block (the app's preset named, the block forgotten), or with
+// an empty one (`sign_upstream PRESET {` then `}`: Caddy's NextBlock reports no block), is taken
+// as the string form's Standard Webhooks secret. Several preset names are valid base64, so the
+// route loads and signs with the key base64-decoded from the preset's name, a key anyone can
+// guess, instead of refusing and pointing at the block form.
+func TestSignUpstreamPresetNameWithoutABlockIsRefused(t *testing.T) {
+	for _, name := range []string{"standard", "svix", "sendgrid", "intercom", "razorpay", "typeform", "lemonsqueezy", "zoom", "line"} {
+		for form, line := range map[string]string{"no block": "sign_upstream " + name, "empty block": "sign_upstream " + name + " {\n }"} {
+			t.Run(name+"/"+form, func(t *testing.T) {
+				h := &Handler{}
+				if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("hookgate {\n preset github\n secret s\n " + line + "\n}")); err != nil {
+					return // refused while parsing: fine
+				}
+				cfg, _ := verify.Preset("github")
+				h.Name, h.logger = "gh", zap.NewNop()
+				var err error
+				if h.verifier, err = verify.New(cfg, []string{"s"}); err != nil {
+					t.Fatal(err)
+				}
+				if err := h.provisionUpstreamSigning(h.verifier.Config(), []string{"s"}); err == nil {
+					t.Fatalf("%q loads, signing with %q as the gateway's secret; want it refused (did you mean sign_upstream %s { secret … }?)", line, name, name)
+				}
+			})
+		}
+	}
+}
+
+// A header name in sign_upstream's block is used as written: one that is no HTTP token (a
+// placeholder, which is expanded only in `secret`; a space) loads, and every request handed on
+// then fails in Go's transport ("invalid header field name"): sync mode answers 502 and
+// releases, forever; async mode's attempts all fail. It should be refused at load.
+func TestSignUpstreamRefusesAnInvalidHeaderNameAtLoad(t *testing.T) {
+	for _, header := range []string{"{env.APP_SIGNATURE_HEADER}", "X App Signature"} {
+		t.Run(header, func(t *testing.T) {
+			cfg, _ := verify.Preset("github")
+			h := &Handler{Preset: "github", Name: "gh", logger: zap.NewNop(),
+				SignUpstream: &UpstreamScheme{Preset: "github", Secret: "app-secret", SignatureHeader: header}}
+			var err error
+			if h.verifier, err = verify.New(cfg, []string{"s"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.provisionUpstreamSigning(h.verifier.Config(), []string{"s"}); err != nil {
+				return // refused at load: fine
+			}
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+			defer srv.Close()
+			req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("{}"))
+			if err := h.signHandedOn(req, "d-1", []byte("{}")); err != nil {
+				t.Fatalf("loaded, then signing failed: %v", err)
+			}
+			_, err = http.DefaultTransport.RoundTrip(req)
+			t.Fatalf("signature_header %q loads; every request handed on is then sent as %v: %v", header, req.Header, err)
+		})
+	}
+}
+
+// A JSON config's "sign_upstream": "" asks for no signing, as it did when the field was a string
+// alone: the route loads, and hands on what it verified as it came.
+func TestSignUpstreamEmptyStringSignsNothing(t *testing.T) {
+	var h Handler
+	if err := caddy.StrictUnmarshalJSON([]byte(`{"preset":"github","secrets":["x"],"sign_upstream":""}`), &h); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := verify.Preset("github")
+	h.logger = zap.NewNop()
+	if err := h.provisionUpstreamSigning(cfg, []string{"x"}); err != nil || h.upstream != nil {
+		t.Fatalf(`"sign_upstream": "": %v, signer %+v; want it loaded, signing nothing`, err, h.upstream)
 	}
 }

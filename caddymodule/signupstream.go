@@ -8,8 +8,11 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"golang.org/x/net/http/httpguts"
 
+	"github.com/hookgate/hookgate/deliver"
 	"github.com/hookgate/hookgate/verify"
 )
 
@@ -68,7 +71,8 @@ func gatewaySigning(secret string) *UpstreamScheme {
 	return &UpstreamScheme{Secret: secret, gateway: true}
 }
 
-// UnmarshalJSON takes the string form or the object form.
+// UnmarshalJSON takes the string form or the object form, whose fields are read as strictly as
+// Caddy reads the rest of a config: a misspelt one is an error, not a default.
 func (u *UpstreamScheme) UnmarshalJSON(b []byte) error {
 	var secret string
 	if err := json.Unmarshal(b, &secret); err == nil {
@@ -77,7 +81,12 @@ func (u *UpstreamScheme) UnmarshalJSON(b []byte) error {
 	}
 	type fields UpstreamScheme
 	*u = UpstreamScheme{}
-	return json.Unmarshal(b, (*fields)(u))
+	return caddy.StrictUnmarshalJSON(b, (*fields)(u))
+}
+
+// set reports whether sign_upstream asks for signing: the JSON string form "" asks for none.
+func (u *UpstreamScheme) set() bool {
+	return u != nil && (!u.gateway || u.Secret != "")
 }
 
 // MarshalJSON writes the form it was given in.
@@ -89,26 +98,30 @@ func (u UpstreamScheme) MarshalJSON() ([]byte, error) {
 	return json.Marshal(fields(u))
 }
 
-// unmarshalSignUpstream parses `sign_upstream <secret>` or `sign_upstream [<preset>] { … }`.
+// unmarshalSignUpstream parses `sign_upstream <secret>` or `sign_upstream [<preset>] { … }`. Its
+// errors never quote a word that may be a secret: a secret left before the block, or written
+// alone on a line of it.
 func unmarshalSignUpstream(d *caddyfile.Dispenser) (*UpstreamScheme, error) {
 	args := d.RemainingArgs()
 	nesting := d.Nesting()
-	if !d.NextBlock(nesting) {
-		if len(args) != 1 {
-			return nil, d.Err("sign_upstream takes a Standard Webhooks secret, or a block with the app's scheme: sign_upstream [<preset>] { secret … }")
-		}
-		return gatewaySigning(args[0]), nil
+	hasBlock := d.NextBlock(nesting)
+	var preset string
+	if len(args) == 1 && slices.Contains(verify.PresetNames(), strings.ToLower(args[0])) {
+		preset = args[0]
 	}
-	u := new(UpstreamScheme)
 	switch {
-	case len(args) > 1:
-		return nil, d.Err("sign_upstream takes at most a preset's name before its block")
-	case len(args) == 1:
-		if err := checkChoice(d, "preset", args[0], verify.PresetNames()); err != nil {
-			return nil, err
-		}
-		u.Preset = args[0]
+	case !hasBlock && preset != "":
+		return nil, d.Errf("sign_upstream %s: the app's scheme goes with its secret in a block: sign_upstream %s { secret … }", preset, preset)
+	case !hasBlock && len(args) == 1:
+		return gatewaySigning(args[0]), nil
+	case !hasBlock:
+		return nil, d.Err("sign_upstream takes a Standard Webhooks secret, or a block with the app's scheme: sign_upstream [<preset>] { secret … }")
+	case len(args) == 1 && preset == "" && nearest(args[0], verify.PresetNames()) != "":
+		return nil, d.Errf("the word before sign_upstream's block is not a preset's name: did you mean %s?", nearest(args[0], verify.PresetNames()))
+	case len(args) > 1 || len(args) == 1 && preset == "":
+		return nil, d.Err("sign_upstream takes at most a preset's name before its block; the app's secret goes on a `secret` line inside it")
 	}
+	u := &UpstreamScheme{Preset: preset}
 	fields := map[string]*string{
 		"secret": &u.Secret, "signature_header": &u.SignatureHeader, "signature_format": &u.SignatureFormat,
 		"signature_key": &u.SignatureKey, "prefix": &u.Prefix, "encoding": &u.Encoding, "algorithm": &u.Algorithm,
@@ -119,10 +132,14 @@ func unmarshalSignUpstream(d *caddyfile.Dispenser) (*UpstreamScheme, error) {
 		sub := d.Val()
 		dst, known := fields[sub]
 		if !known {
-			return nil, unknownSubdirective(d, "sign_upstream", sub, slices.Sorted(maps.Keys(fields)))
+			if guess := nearest(sub, slices.Sorted(maps.Keys(fields))); guess != "" {
+				return nil, d.Errf("a line of sign_upstream's block is not one of its fields: did you mean %s?", guess)
+			}
+			return nil, d.Errf("a line of sign_upstream's block is not one of its fields (%s); the app's secret goes on a `secret` line",
+				strings.Join(slices.Sorted(maps.Keys(fields)), ", "))
 		}
 		if !d.AllArgs(dst) {
-			return nil, d.ArgErr()
+			return nil, d.Errf("sign_upstream: %s takes one value", sub)
 		}
 		if allowed, ok := closedSets[sub]; ok {
 			if err := checkChoice(d, sub, *dst, allowed); err != nil {
@@ -160,6 +177,15 @@ func (u *UpstreamScheme) appScheme(key string) (verify.Config, error) {
 	}
 	// Where the ID comes from and the provider's endpoint checks are the provider's business.
 	cfg.Handshake, cfg.IDJSON, cfg.IDBodyDigest = "", "", false
+	for _, name := range append(strings.Split(cfg.SignatureHeader, ","), cfg.TimestampHeader, cfg.IDHeader) {
+		switch name = strings.TrimSpace(name); {
+		case name == "":
+		case !httpguts.ValidHeaderFieldName(name):
+			return cfg, fmt.Errorf("the app's scheme names the header %q, which is not a valid header name (placeholders are expanded in secret only)", name)
+		case deliver.OwnHeader(name):
+			return cfg, fmt.Errorf("the app's scheme names the header %s: hookgate sets its own Hookgate-* headers itself", name)
+		}
+	}
 	if cfg.SignsURL() || cfg.BodyHashParam != "" {
 		return cfg, fmt.Errorf("the app's %s scheme signs the URL the app was called at, which the app derives from its own public address "+
 			"and hookgate cannot know: sign_upstream takes schemes over {id}, {timestamp}, {body} and {method}", cfg.Scheme)

@@ -113,6 +113,11 @@ type Config struct {
 	IDBodyDigest bool
 	// Tolerance is the largest accepted |now - timestamp|, in both directions; 0 means DefaultTolerance.
 	Tolerance time.Duration
+	// OtherSignatureHeaders are headers, comma-separated, in which the provider also signs, in a
+	// form this scheme does not check (GitHub's SHA-1 X-Hub-Signature): not verified, but removed
+	// with the signature header when what was verified is signed again for an app in its own
+	// scheme.
+	OtherSignatureHeaders string
 	// Handshake names the provider's endpoint check that the receiver answers
 	// itself (see Verifier.Handshake): "slack", "zoom", "discord", "twitch",
 	// "line", or "" for none.

@@ -90,6 +90,7 @@ var presets = map[string]Config{
 
 	"github": with(bodyHMAC("github", "X-Hub-Signature-256", "sha256=", EncodingHex), func(c *Config) {
 		c.IDHeader = "X-GitHub-Delivery"
+		c.OtherSignatureHeaders = "X-Hub-Signature" // its legacy SHA-1
 	}),
 	"shopify": with(bodyHMAC("shopify", "X-Shopify-Hmac-Sha256", "", EncodingBase64), func(c *Config) {
 		c.IDHeader = "X-Shopify-Webhook-Id"
@@ -120,6 +121,7 @@ var presets = map[string]Config{
 		c.IDJSON = "id"
 	}),
 	"square": with(bodyHMAC("square", "X-Square-Hmacsha256-Signature", "", EncodingBase64), func(c *Config) {
+		c.OtherSignatureHeaders = "X-Square-Signature" // its legacy SHA-1
 		c.Signed = "{url}{body}"
 		c.IDJSON = "event_id"
 	}),

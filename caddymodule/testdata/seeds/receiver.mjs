@@ -1,10 +1,15 @@
 // Runs the task service's receiver (../shared/seeds/receiver/webhook-demo.mjs, RECEIVER_FILE) as
-// written, for hookgate's end-to-end test. Two things differ, both outside its code: it listens on
-// 127.0.0.1:RECEIVER_PORT instead of its hard-coded 3000 (the tests run side by side), and every
-// answer it gives to /webhook/ai is printed as a JSON line: the Hookgate-Event-Id it was handed,
-// its status and its body.
+// written, for hookgate's end-to-end test. What differs is outside its code: it listens on
+// 127.0.0.1:RECEIVER_PORT instead of its hard-coded 3000 (the tests run side by side); every
+// answer it gives to /webhook/ai is printed as a JSON line (the Hookgate-Event-Id it was handed,
+// its status and its body); and its clock may run RECEIVER_CLOCK_AHEAD_MS ahead, so that an
+// outage of seconds is, to its 300 s window, one of minutes.
 import http from "node:http";
 import { pathToFileURL } from "node:url";
+
+const ahead = Number(process.env.RECEIVER_CLOCK_AHEAD_MS ?? 0);
+const now = Date.now;
+Date.now = () => now() + ahead;
 
 const port = Number(process.env.RECEIVER_PORT);
 const listen = http.Server.prototype.listen;
