@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/hookgate/hookgate/deliver"
+	"github.com/hookgate/hookgate/verify"
 )
 
 func TestUnmarshalCaddyfileEverySubdirective(t *testing.T) {
@@ -47,13 +48,14 @@ func TestUnmarshalCaddyfileEverySubdirective(t *testing.T) {
 		Preset: "generic", Secrets: []string{"{env.A}", "{file./run/b}"},
 		Tolerance: caddy.Duration(3 * time.Minute), Name: "tasks",
 		DedupeTTL: caddy.Duration(96 * time.Hour), Lease: caddy.Duration(2 * time.Minute),
-		MaxBody:         2 << 20,
-		ID:              &Source{From: "json", Name: "data.event_id"},
-		Version:         &VersionSource{Entity: Source{From: "json", Name: "data.task_id"}, Version: Source{From: "json", Name: "data.version"}},
-		Storage:         &Storage{Backend: "badger", Dir: "/var/lib/hookgate"},
-		SignatureHeader: "X-Webhook-Signature", SignatureFormat: "single", Prefix: "sha256=",
-		Encoding: "hex", Algorithm: "sha256", SecretEncoding: "raw", Signed: "{timestamp}.{body}",
-		TimestampHeader: "X-Webhook-Timestamp", TimestampUnit: "s", Monitor: true,
+		MaxBody: 2 << 20,
+		ID:      &Source{From: "json", Name: "data.event_id"},
+		Version: &VersionSource{Entity: Source{From: "json", Name: "data.task_id"}, Version: Source{From: "json", Name: "data.version"}},
+		Storage: &Storage{Backend: "badger", Dir: "/var/lib/hookgate"},
+		Overrides: verify.Overrides{SignatureHeader: "X-Webhook-Signature", SignatureFormat: "single", Prefix: "sha256=",
+			Encoding: "hex", Algorithm: "sha256", SecretEncoding: "raw", Signed: "{timestamp}.{body}",
+			TimestampHeader: "X-Webhook-Timestamp", TimestampUnit: "s"},
+		Monitor: true,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %+v\nwant %+v", got, want)
@@ -138,8 +140,8 @@ func TestProvisionErrorsAreClear(t *testing.T) {
 		"unknown preset":    {Handler{Preset: "paypal", Secrets: []string{"x"}}, `unknown preset "paypal"`},
 		"no secret":         {Handler{Preset: "github"}, "no secret configured"},
 		"unset env secret":  {Handler{Preset: "github", Secrets: []string{"{env.HOOKGATE_NOT_SET_ANYWHERE}"}}, "HOOKGATE_NOT_SET_ANYWHERE} is empty"},
-		"no id source":      {Handler{Preset: "generic", SignatureHeader: "X-Sig", Secrets: []string{"{env.HOOKGATE_UNIT_SECRET}"}}, "has no event ID"},
-		"bad scheme field":  {Handler{Preset: "github", Encoding: "rot13", Secrets: []string{"x"}}, "rot13"},
+		"no id source":      {Handler{Preset: "generic", Overrides: verify.Overrides{SignatureHeader: "X-Sig"}, Secrets: []string{"{env.HOOKGATE_UNIT_SECRET}"}}, "has no event ID"},
+		"bad scheme field":  {Handler{Preset: "github", Overrides: verify.Overrides{Encoding: "rot13"}, Secrets: []string{"x"}}, "rot13"},
 		"unknown backend":   {Handler{Preset: "github", Secrets: []string{"x"}, Storage: &Storage{Backend: "etcd"}}, "unknown storage backend"},
 		"bad base64 secret": {Handler{Preset: "standard", Secrets: []string{"whsec_%%%"}}, "secret"},
 	} {

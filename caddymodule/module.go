@@ -148,31 +148,8 @@ type Handler struct {
 	// verified goes on as it came).
 	SignUpstream *UpstreamScheme `json:"sign_upstream,omitempty"`
 
-	// SignatureHeader overrides the header that carries the signature; several headers,
-	// comma-separated, when the provider signs with each of its keys in its own header (box).
-	SignatureHeader string `json:"signature_header,omitempty"`
-	// SignatureFormat overrides how that header is parsed: single, stripe, paddle or standard.
-	SignatureFormat string `json:"signature_format,omitempty"`
-	// SignatureKey overrides the name of the signature items of the stripe and paddle formats.
-	// Default: the preset's, else v1 (stripe) or h1 (paddle).
-	SignatureKey string `json:"signature_key,omitempty"`
-	// Prefix overrides the text before the encoded signature, e.g. `sha256=`.
-	Prefix string `json:"prefix,omitempty"`
-	// Encoding overrides the signature's encoding: hex, base64 or base64url (unpadded).
-	Encoding string `json:"encoding,omitempty"`
-	// Algorithm overrides the signature algorithm: the HMAC hashes sha256, sha1 or sha512, or the
-	// public-key signatures ed25519 or ecdsa-p256 (which take PublicKeys).
-	Algorithm string `json:"algorithm,omitempty"`
-	// SecretEncoding overrides how secrets are decoded: raw, base64, hex or whsec.
-	SecretEncoding string `json:"secret_encoding,omitempty"`
-	// Signed overrides the template of the signed bytes, over {id}, {timestamp}, {body}, {method},
-	// {url} (the URL the provider called, see PublicURL) and {params} (a form body's parameters,
-	// sorted).
-	Signed string `json:"signed,omitempty"`
-	// TimestampHeader overrides the header carrying the signed timestamp.
-	TimestampHeader string `json:"timestamp_header,omitempty"`
-	// TimestampUnit overrides the timestamp's unit: s, ms or rfc3339.
-	TimestampUnit string `json:"timestamp_unit,omitempty"`
+	// The scheme's fields, each laid over the preset's when set (verify.Overrides).
+	verify.Overrides
 	// TimestampJSON overrides the JSON path (keys and array indexes separated by dots) of a
 	// timestamp inside the signed body,
 	// checked against tolerance like a signed timestamp header (Linear's webhookTimestamp).
@@ -376,22 +353,9 @@ func (h *Handler) minFree() uint64 {
 
 // applyOverrides lays the operator's scheme fields over the preset's.
 func (h *Handler) applyOverrides(cfg *verify.Config) {
-	for dst, src := range map[*string]string{
-		&cfg.SignatureHeader: h.SignatureHeader,
-		&cfg.Format:          h.SignatureFormat,
-		&cfg.SignatureKey:    h.SignatureKey,
-		&cfg.Prefix:          h.Prefix,
-		&cfg.Encoding:        h.Encoding,
-		&cfg.Algorithm:       h.Algorithm,
-		&cfg.SecretEncoding:  h.SecretEncoding,
-		&cfg.Signed:          h.Signed,
-		&cfg.TimestampHeader: h.TimestampHeader,
-		&cfg.TimestampUnit:   h.TimestampUnit,
-		&cfg.TimestampJSON:   h.TimestampJSON,
-	} {
-		if src != "" {
-			*dst = src
-		}
+	*cfg = cfg.With(h.Overrides)
+	if h.TimestampJSON != "" {
+		cfg.TimestampJSON = h.TimestampJSON
 	}
 	if h.ID != nil && h.ID.From == "header" {
 		cfg.IDHeader, cfg.IDJSON = h.ID.Name, ""

@@ -17,6 +17,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/hookgate/hookgate/verify"
 )
 
 // keyPair is a provider's signing key and the public key the gateway is given, both as text.
@@ -100,7 +101,7 @@ func TestPublicKeyAndURLProvisionErrors(t *testing.T) {
 		"public_url on stripe":          {Handler{Preset: "stripe", Secrets: []string{"x"}, PublicURL: "https://hooks.example.com"}, "does not sign the URL"},
 		"public_url without a scheme":   {Handler{Preset: "twilio", Secrets: []string{"x"}, PublicURL: "hooks.example.com/twilio"}, "not an absolute http or https URL"},
 		"zoom without a secret":         {Handler{Preset: "zoom"}, "no secret configured"},
-		"discord key on the wrong algo": {Handler{Preset: "discord", Algorithm: "sha256", PublicKeys: []string{discordKey}}, "set secret, not public_key"},
+		"discord key on the wrong algo": {Handler{Preset: "discord", Overrides: verify.Overrides{Algorithm: "sha256"}, PublicKeys: []string{discordKey}}, "set secret, not public_key"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			expectProvisionRefused(t, tc.h, tc.wantErr, "s3cr3t-value")
@@ -127,7 +128,7 @@ func TestUnmarshalCaddyfileKeysURLAndHandshake(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Handler{Preset: "twilio", PublicKeys: []string{"{env.K1}", "{file./run/k2}"}, PublicURL: "https://hooks.example.com",
-		HandshakeOff: true, SignatureKey: "v0", ID: &Source{From: "body_sha256"}}
+		HandshakeOff: true, Overrides: verify.Overrides{SignatureKey: "v0"}, ID: &Source{From: "body_sha256"}}
 	gotJSON, _ := json.Marshal(got)
 	wantJSON, _ := json.Marshal(want)
 	if string(gotJSON) != string(wantJSON) {

@@ -120,7 +120,7 @@ func TestResignProvisionRefusals(t *testing.T) {
 		"sign_upstream unset env":    {Handler{Preset: "stripe", Secrets: []string{"x"}, SignUpstream: gatewaySigning("{env.HOOKGATE_NOT_SET_ANYWHERE}")}, "sign_upstream #1"},
 		"sign_upstream on standard":  {Handler{Preset: "standard", Secrets: []string{testSecret}, SignUpstream: gatewaySigning(testSecret)}, "overwrite the provider's own webhook-"},
 		"sign_upstream on openai":    {Handler{Preset: "openai", Secrets: []string{testSecret}, SignUpstream: gatewaySigning(testSecret)}, "overwrite the provider's own webhook-"},
-		"sign_upstream on a generic": {Handler{Preset: "generic", SignatureHeader: "Webhook-Signature", ID: &Source{From: "header", Name: "X-Id"}, Secrets: []string{"x"}, SignUpstream: gatewaySigning(testSecret)}, "overwrite the provider's own webhook-signature"},
+		"sign_upstream on a generic": {Handler{Preset: "generic", Overrides: verify.Overrides{SignatureHeader: "Webhook-Signature"}, ID: &Source{From: "header", Name: "X-Id"}, Secrets: []string{"x"}, SignUpstream: gatewaySigning(testSecret)}, "overwrite the provider's own webhook-signature"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			expectProvisionRefused(t, tc.h, tc.wantErr, "s3cr3t-value", testSecret)
@@ -338,7 +338,7 @@ func TestSignUpstreamBlockForm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &UpstreamScheme{Preset: "stripe", Secret: "{env.APP_SECRET}", TimestampUnit: "s"}
+	want := &UpstreamScheme{Preset: "stripe", Secret: "{env.APP_SECRET}", Overrides: verify.Overrides{TimestampUnit: "s"}}
 	if !reflect.DeepEqual(h.SignUpstream, want) {
 		t.Fatalf("parsed %+v, want %+v", h.SignUpstream, want)
 	}
@@ -380,8 +380,8 @@ func TestSignUpstreamBlockForm(t *testing.T) {
 		"beside resign": {Handler{Preset: "stripe", Secrets: []string{"x"}, Forward: &Forward{URL: "http://127.0.0.1:3000", Resign: true},
 			SignUpstream: appScheme(UpstreamScheme{Preset: "slack"})}, "use one"},
 		"over the URL": {Handler{Preset: "stripe", Secrets: []string{"x"},
-			SignUpstream: appScheme(UpstreamScheme{SignatureHeader: "X-Sig", Signed: "{url}{body}"})}, "signs the URL the app was called at"},
-		"no header": {Handler{Preset: "stripe", Secrets: []string{"x"}, SignUpstream: appScheme(UpstreamScheme{Prefix: "v1="})}, "set signature_header"},
+			SignUpstream: appScheme(UpstreamScheme{Overrides: verify.Overrides{SignatureHeader: "X-Sig", Signed: "{url}{body}"}})}, "signs the URL the app was called at"},
+		"no header": {Handler{Preset: "stripe", Secrets: []string{"x"}, SignUpstream: appScheme(UpstreamScheme{Overrides: verify.Overrides{Prefix: "v1="}})}, "set signature_header"},
 		"unset env": {Handler{Preset: "stripe", Secrets: []string{"x"}, SignUpstream: &UpstreamScheme{Preset: "slack", Secret: "{env.HOOKGATE_NOT_SET_ANYWHERE}"}}, "sign_upstream #1"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -488,7 +488,7 @@ func TestSignUpstreamRemovesGitHubsLegacySignatureToo(t *testing.T) {
 	const githubSecret = "github-webhook-secret"
 	cfg, _ := verify.Preset("github")
 	h := &Handler{Preset: "github", Name: "gh", logger: zap.NewNop(),
-		SignUpstream: &UpstreamScheme{Secret: "app-secret", SignatureHeader: "X-App-Signature", Signed: "{timestamp}.{body}", TimestampHeader: "X-App-Timestamp"}}
+		SignUpstream: &UpstreamScheme{Secret: "app-secret", Overrides: verify.Overrides{SignatureHeader: "X-App-Signature", Signed: "{timestamp}.{body}", TimestampHeader: "X-App-Timestamp"}}}
 	var err error
 	if h.verifier, err = verify.New(cfg, []string{githubSecret}); err != nil {
 		t.Fatal(err)
@@ -553,7 +553,7 @@ func TestSignUpstreamRefusesAnInvalidHeaderNameAtLoad(t *testing.T) {
 		t.Run(header, func(t *testing.T) {
 			cfg, _ := verify.Preset("github")
 			h := &Handler{Preset: "github", Name: "gh", logger: zap.NewNop(),
-				SignUpstream: &UpstreamScheme{Preset: "github", Secret: "app-secret", SignatureHeader: header}}
+				SignUpstream: &UpstreamScheme{Preset: "github", Secret: "app-secret", Overrides: verify.Overrides{SignatureHeader: header}}}
 			var err error
 			if h.verifier, err = verify.New(cfg, []string{"s"}); err != nil {
 				t.Fatal(err)

@@ -33,32 +33,9 @@ type UpstreamScheme struct {
 	// Secret is the app's own secret, in SecretEncoding (the preset's, or raw). `{env.*}` and
 	// `{file.*}` placeholders are expanded once at provision time. Required.
 	Secret string `json:"secret"`
-	// SignatureHeader is the header the app reads the signature from. Default: the preset's.
-	SignatureHeader string `json:"signature_header,omitempty"`
-	// SignatureFormat is how that header is laid out: single, stripe, paddle or standard.
-	// Default: the preset's, else single.
-	SignatureFormat string `json:"signature_format,omitempty"`
-	// SignatureKey names the signature item of the stripe and paddle formats (v1, h1, …).
-	// Default: the format's.
-	SignatureKey string `json:"signature_key,omitempty"`
-	// Prefix goes before the signature in the single format (`sha256=`). Default: the preset's,
-	// else none.
-	Prefix string `json:"prefix,omitempty"`
-	// Encoding of the signature: hex, base64 or base64url. Default: the preset's, else hex.
-	Encoding string `json:"encoding,omitempty"`
-	// Algorithm of the HMAC: sha256, sha1 or sha512. Default: the preset's, else sha256.
-	Algorithm string `json:"algorithm,omitempty"`
-	// SecretEncoding is how Secret is written: raw, base64, hex or whsec. Default: the
-	// preset's, else raw.
-	SecretEncoding string `json:"secret_encoding,omitempty"`
-	// Signed is the template of the signed bytes over {id}, {timestamp}, {body} and {method}.
-	// Default: the preset's, else {body}.
-	Signed string `json:"signed,omitempty"`
-	// TimestampHeader carries the timestamp the signature covers, taken when the request is
-	// sent. Default: the preset's, else none.
-	TimestampHeader string `json:"timestamp_header,omitempty"`
-	// TimestampUnit of that timestamp: s, ms or rfc3339. Default: the preset's, else s.
-	TimestampUnit string `json:"timestamp_unit,omitempty"`
+	// The app's scheme's fields, laid over the preset's (verify.Overrides): the template takes
+	// {id}, {timestamp}, {body} and {method}.
+	verify.Overrides
 	// IDHeader carries the event ID (Hookgate-Event-Id's value). Default: the preset's, else none.
 	IDHeader string `json:"id_header,omitempty"`
 
@@ -163,14 +140,9 @@ func (u *UpstreamScheme) appScheme(key string) (verify.Config, error) {
 		}
 		cfg = preset
 	}
-	for dst, src := range map[*string]string{
-		&cfg.SignatureHeader: u.SignatureHeader, &cfg.Format: u.SignatureFormat, &cfg.SignatureKey: u.SignatureKey,
-		&cfg.Prefix: u.Prefix, &cfg.Encoding: u.Encoding, &cfg.Algorithm: u.Algorithm, &cfg.SecretEncoding: u.SecretEncoding,
-		&cfg.Signed: u.Signed, &cfg.TimestampHeader: u.TimestampHeader, &cfg.TimestampUnit: u.TimestampUnit, &cfg.IDHeader: u.IDHeader,
-	} {
-		if src != "" {
-			*dst = src
-		}
+	cfg = cfg.With(u.Overrides)
+	if u.IDHeader != "" {
+		cfg.IDHeader = u.IDHeader
 	}
 	if cfg.TimestampJSON != "" {
 		return cfg, fmt.Errorf("the app's %s scheme checks a timestamp inside the body (%s), which hookgate forwards unchanged", cfg.Scheme, cfg.TimestampJSON)
