@@ -24,7 +24,7 @@ const syncCallers = 16
 func BenchmarkSyncCycleLatency(b *testing.B) {
 	for _, upstream := range []time.Duration{0, time.Millisecond} {
 		b.Run(fmt.Sprint("upstream=", upstream), func(b *testing.B) {
-			s := openBench(b, false)
+			s := openTest(b)
 			claims := make([]int64, b.N)
 			cycles := make([]int64, b.N)
 			var seq, stale atomic.Int64
@@ -101,7 +101,7 @@ func syncBenchClaim(n int64) dedupe.Claim {
 // BenchmarkClaimRelease is a Claim's own cost, no write in the store: Claim then Release of
 // distinct IDs with a digest and an entity version each, from GOMAXPROCS goroutines.
 func BenchmarkClaimRelease(b *testing.B) {
-	s := openBench(b, false)
+	s := openTest(b)
 	var seq atomic.Int64
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -6,28 +6,16 @@ import (
 	"github.com/dgraph-io/badger/v4"
 )
 
-// declare returns the claimKeys of a write of a Claim's dedupe keys ids and version key vk: none
-// in the per-transaction baseline, which has no committer to track them.
+// declare returns the claimKeys of a write of a Claim's dedupe keys ids and version key vk.
 func (b *Store) declare(ids [][]byte, vk []byte) claimKeys {
-	if b.commits == nil {
-		return claimKeys{}
-	}
 	return b.commits.writes.of(ids, vk)
 }
 
 // readClaim runs fn on a read-only view of the ledger that holds every write of ids' and vk's
 // keys that was queued or in flight when it was called: the published snapshot
 // (commit_view.go), once every such write is published (or the store's failure, if one
-// failed). The per-transaction baseline has no committer, and reads through a transaction of
-// its own, which waits for the commits in flight.
+// failed).
 func (b *Store) readClaim(ctx context.Context, ids [][]byte, vk []byte, fn func(*badger.Txn) error) error {
-	if b.commits == nil {
-		if err := b.use.enter(); err != nil {
-			return err
-		}
-		defer b.use.leave()
-		return b.db.View(fn)
-	}
 	ks := b.commits.writes.of(ids, vk)
 	if err := b.commits.writes.await(ctx, &ks); err != nil {
 		return err

@@ -241,20 +241,6 @@ func TestPendingWritesAreForgottenOnceCommitted(t *testing.T) {
 	}
 }
 
-// The benchmarks' per-transaction baseline, without a committer, still answers Claims.
-func TestPerTransactionStoreAnswersClaims(t *testing.T) {
-	b := openStore(t, true)
-	c := versioned("evt_1", "cus_1", 5)
-	c.Digest = "sha_1"
-	expect(t, "first claim", claim(t, b, c), dedupe.Claimed)
-	done(t, b, c, time.Hour)
-	expect(t, "retry", claim(t, b, c), dedupe.Duplicate)
-	replay := versioned("evt_2", "cus_1", 6)
-	replay.Digest = "sha_1"
-	expect(t, "replayed body", claim(t, b, replay), dedupe.Duplicate)
-	expect(t, "older version", claim(t, b, versioned("evt_3", "cus_1", 4)), dedupe.Stale)
-}
-
 // Requests of one entity keep calling Done (a busy customer): a Claim of it waits for the Dones
 // pending when it arrived, not for those that start meanwhile, or under steady traffic it would
 // wait for every request of the entity then in the app.

@@ -9,9 +9,7 @@ type CommitObserver func(took time.Duration, requests int)
 
 // ObserveCommits has the store tell fn of every group commit from now on.
 func (b *Store) ObserveCommits(fn CommitObserver) {
-	if b.commits != nil {
-		b.commits.observer.Store(&fn)
-	}
+	b.commits.observer.Store(&fn)
 }
 
 // observe tells the observer, if any, of a group of n requests whose commit began at start.

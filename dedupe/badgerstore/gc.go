@@ -86,12 +86,7 @@ func (c *collector) close() {
 // up to ~85 ms for one still 45% live (measured on a shared 2-core VM); a
 // call that finds no file to rewrite only reads Badger's discard statistics
 // (µs). The collector's next call waits behind the committer, which has
-// waited longer (sync.Mutex hands over to a waiter after 1 ms). (The
-// benchmarks' per-transaction baseline has no committer to keep out.)
+// waited longer (sync.Mutex hands over to a waiter after 1 ms).
 func (b *Store) collectGarbage() error {
-	gc := func() error { return b.db.RunValueLogGC(gcDiscardRatio) }
-	if b.commits == nil {
-		return gc()
-	}
-	return b.commits.exclusive(gc)
+	return b.commits.exclusive(func() error { return b.db.RunValueLogGC(gcDiscardRatio) })
 }

@@ -17,7 +17,7 @@ import (
 // goroutine sets for each write it applies; under the race detector (go test -race) the test
 // fails if the two are not kept apart.
 func TestValueLogGCDoesNotRaceCommits(t *testing.T) {
-	b := openStore(t, false)
+	b := openTest(t)
 	ctx := context.Background()
 	// Bodies above the value threshold go to the value log: 3000 of 8 KiB fill three files.
 	const events = 3000

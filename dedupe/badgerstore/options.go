@@ -19,11 +19,7 @@ const valueLogFileSize = dedupe.MaxPayload
 // several hundred MiB of memtables and caches.
 //
 // The logger is set by the caller: each store has its own (logger.go).
-//
-// perTxnSync picks Badger's own durability per transaction instead of the
-// group committer (see commit.go); only the benchmarks use it, as the
-// baseline the committer is measured against.
-func badgerOptions(dir string, perTxnSync bool) badger.Options {
+func badgerOptions(dir string) badger.Options {
 	opts := badger.DefaultOptions(dir).
 		// Every commit is synced by Badger itself: the WAL is msynced per
 		// write request and the value log once per batch of requests, in
@@ -39,9 +35,8 @@ func badgerOptions(dir string, perTxnSync bool) badger.Options {
 		// The committer is the only writer and applies requests one after
 		// another, so Claim's "exactly one wins" holds without Badger's
 		// conflict tracking, which would cost a read-set per transaction
-		// and a list of committed write-sets. The per-transaction baseline
-		// has concurrent writers and needs it.
-		WithDetectConflicts(perTxnSync).
+		// and a list of committed write-sets.
+		WithDetectConflicts(false).
 		WithMetricsEnabled(false).
 		// A memtable's arena is MemTableSize plus 30%, allocated whole on
 		// the Go heap when the memtable is created, so each costs up to

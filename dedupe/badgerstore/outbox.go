@@ -196,7 +196,7 @@ func (b *Store) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration
 
 // advanceDelivered raises the entity's delivered version to the event's,
 // never lowering it, expiring with the accepted version (deliveredEntry). Writes are applied one at a time, so it compares against
-// the newest value (see Done for the per-transaction baseline).
+// the newest value.
 func advanceDelivered(txn *badger.Txn, namespace string, p *payload) error {
 	if p.Entity == "" {
 		return nil

@@ -20,7 +20,7 @@ import (
 // one event writes, counted on a small run that Badger has not compacted.
 func BenchmarkDeliveryCycle(b *testing.B) {
 	entries := entriesPerCycle(b, 1000)
-	s := openBench(b, false)
+	s := openTest(b)
 	enqueueMany(b, s, "cycle", b.N, time.Now())
 	commits := s.commits.groups.Load()
 	b.ResetTimer()
@@ -61,7 +61,7 @@ func deliverConcurrently(b testing.TB, s *Store, n int) {
 // entriesPerCycle accepts and delivers n events with IDs on a fresh store and counts the entries
 // written, every version of every key (deletes included) that Badger still holds.
 func entriesPerCycle(b *testing.B, n int) float64 {
-	s := openBench(b, false)
+	s := openTest(b)
 	concurrently(b, n, func(i int) error {
 		ev := queued(fmt.Sprintf("count-%05d", i), time.Now())
 		_, err := s.Accept(context.Background(), dedupe.Claim{Namespace: "stripe", ID: ev.ID}, ev, time.Hour)
@@ -98,7 +98,7 @@ func storedVersions(tb testing.TB, db *badger.DB, prefix []byte) int {
 // per event leased: two Badger reads each (the record, for the due entry found, and the payload)
 // and what hands the event out. Its time moves with the machine.
 func BenchmarkLeaseEvents(b *testing.B) {
-	s := openBench(b, false)
+	s := openTest(b)
 	enqueueMany(b, s, "lease", b.N, time.Now())
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -19,8 +19,7 @@ import (
 //
 // Writes never write a due entry in the past (see store), so nothing is written below a floor
 // once it is raised. Writes lower it all the same, and every fullScanEvery a scan starts from the
-// beginning again, so that a wall clock stepping back (or the per-transaction mode the
-// benchmarks compare with) can delay an event, never lose it.
+// beginning again, so that a wall clock stepping back can delay an event, never lose it.
 //
 // A Lease scans a snapshot, not in the committer's order: a write applied before the scan
 // started or while it runs may commit after its snapshot, and the scan then does not see its due

@@ -72,7 +72,7 @@ func TestFloorStaysBelowWritesAScanMayNotSee(t *testing.T) {
 // BenchmarkLeaseDrainsBacklog leases a 20,000-event backlog 16 at a time, as a deliverer does,
 // and reports µs per Lease. Without the floor each Lease walked the tombstones of all earlier ones.
 func BenchmarkLeaseDrainsBacklog(b *testing.B) {
-	s := openBench(b, false)
+	s := openTest(b)
 	ctx := context.Background()
 	leases, batch := 0, 0
 	for b.Loop() {
@@ -103,7 +103,7 @@ func BenchmarkLeaseDrainsBacklog(b *testing.B) {
 // 20,000 events were leased and delivered within their lease time, as at a steady rate: each
 // Lease used to walk the tombstones of their lease-expiry entries.
 func BenchmarkLeaseIdleAfterDeliveries(b *testing.B) {
-	s := openBench(b, false)
+	s := openTest(b)
 	ctx := context.Background()
 	for i := range 20000 {
 		ev := queued(fmt.Sprintf("delivered-%d", i), time.Now())

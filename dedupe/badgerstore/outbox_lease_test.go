@@ -49,16 +49,6 @@ func TestConcurrentLeasesHandOutEachOnce(t *testing.T) {
 		b := openTest(t)
 		leaseEach(t, b, b.lease)
 	})
-	// In the per-transaction mode of the benchmarks' baseline, transaction
-	// conflicts alone must keep it safe.
-	t.Run("conflicts", func(t *testing.T) {
-		b, err := openBadger(t.TempDir(), true, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer b.Close()
-		leaseEach(t, b, b.lease)
-	})
 }
 
 type leaseFunc func(ctx context.Context, namespace string, now time.Time, n int, lease time.Duration) ([]*dedupe.Event, error)

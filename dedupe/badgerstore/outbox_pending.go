@@ -19,8 +19,7 @@ import (
 // in the same transaction), and it goes with the transaction when a group is discarded and
 // applied again without a failed request (commit.go). As the committer applies Accepts one at
 // a time, the check against the bound and the move are one step: concurrent Accepts never take
-// a backlog past its bound. (In the benchmarks' per-transaction baseline, transactions run
-// side by side and see only committed moves, so there the bound is not exact.)
+// a backlog past its bound.
 type pendingCounts struct {
 	mu        sync.Mutex
 	committed map[string]int

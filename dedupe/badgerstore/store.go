@@ -30,8 +30,7 @@ type Store struct {
 	// everything (failure.go).
 	failed *failure
 	gc     *collector
-	// commits is the only writer (commit.go); nil only in the
-	// per-transaction mode the benchmarks compare it with.
+	// commits is the only writer (commit.go).
 	commits *committer
 	// leasing holds a one-slot channel per namespace, the turn to Lease.
 	leasing sync.Map
@@ -60,7 +59,7 @@ type Store struct {
 // that an earlier version wrote as leased are made due at once
 // (outbox_recover.go).
 func Open(dir string) (*Store, error) {
-	return openBadger(dir, false, nil)
+	return openBadger(dir, nil)
 }
 
 // Reopen opens the directory of previous, a store of this process that
@@ -70,23 +69,19 @@ func Open(dir string) (*Store, error) {
 // previous's sync-mode claims, since their requests may still be with the
 // app: neither is handed out twice.
 func Reopen(previous *Store) (*Store, error) {
-	return openBadger(previous.dir, false, previous)
+	return openBadger(previous.dir, previous)
 }
 
-// openBadger is Open (previous nil) or Reopen, or with perTxnSync
-// every write in its own transaction synced by Badger: the baseline of the
-// benchmarks.
-func openBadger(dir string, perTxnSync bool, previous *Store) (*Store, error) {
+// openBadger is Open (previous nil) or Reopen.
+func openBadger(dir string, previous *Store) (*Store, error) {
 	failed := &failure{}
 	log := &storeLogger{failed: failed}
-	db, err := badger.Open(badgerOptions(dir, perTxnSync).WithLogger(log))
+	db, err := badger.Open(badgerOptions(dir).WithLogger(log))
 	if err != nil {
 		return nil, fmt.Errorf("dedupe: open %s: %w", dir, lockError(err))
 	}
 	b := &Store{db: db, dir: dir, failed: failed, claims: &claimTable{}, leases: &leaseTable{}, clock: time.Now}
-	if !perTxnSync {
-		b.commits = startCommitter(db, failed, b.settled)
-	}
+	b.commits = startCommitter(db, failed, b.settled)
 	if previous != nil {
 		b.claims, b.leases = previous.claims, previous.leases
 	} else if err := b.recoverLeases(b.clock()); err != nil {
@@ -174,9 +169,7 @@ func (b *Store) Done(ctx context.Context, c dedupe.Claim, ttl time.Duration) err
 			return nil
 		}
 		// Writes are applied one at a time (commit.go), so this compares
-		// against the newest version and never moves it backwards. (In the
-		// per-transaction baseline, reading the version makes a concurrent
-		// advance a conflict and the retry compares against the winner's.)
+		// against the newest version and never moves it backwards.
 		stored, ok, err := getVersion(txn, vk)
 		if err != nil || (ok && c.Version <= stored) {
 			return err
@@ -221,11 +214,9 @@ func (b *Store) settled(txn *badger.Txn, committed bool) {
 	b.floors.settle(txn)
 }
 
-// closeWriter stops the committer, if any, once its queue is committed.
+// closeWriter stops the committer once its queue is committed.
 func (b *Store) closeWriter() {
-	if b.commits != nil {
-		b.commits.close()
-	}
+	b.commits.close()
 }
 
 // update runs fn as one atomic write that is synced when update returns,
@@ -249,11 +240,7 @@ func (b *Store) write(ctx context.Context, op string, ks claimKeys, fn func(*bad
 	}
 	err := b.use.enter()
 	if err == nil {
-		if b.commits != nil {
-			err = b.commits.do(ctx, ks, fn)
-		} else {
-			err = b.updateAlone(ctx, fn)
-		}
+		err = b.commits.do(ctx, ks, fn)
 		b.use.leave()
 	}
 	if err != nil {

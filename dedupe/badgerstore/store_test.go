@@ -16,14 +16,7 @@ import (
 
 func openTest(t testing.TB) *Store {
 	t.Helper()
-	return openStore(t, false)
-}
-
-// openStore opens a store in a temporary directory, group-committed or (perTxnSync) in the
-// benchmarks' baseline mode, and closes it when the test ends.
-func openStore(t testing.TB, perTxnSync bool) *Store {
-	t.Helper()
-	b, err := openBadger(t.TempDir(), perTxnSync, nil)
+	b, err := Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
