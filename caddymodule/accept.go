@@ -67,7 +67,7 @@ func (h *Handler) enqueue(out *outcome, r *http.Request, body []byte, claim dedu
 	if h.backlogFull.Load() {
 		h.noteBacklogDrained(r.Context())
 	}
-	h.app.notify(routeKey{store: h.ledger.key, name: h.Name})
+	h.app.notify(h.key)
 	out.accepted()
 	return out.acknowledge(ev.ID)
 }

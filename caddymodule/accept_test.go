@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"slices"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/hookgate/hookgate/caddymodule/ledgerpool"
 	"github.com/hookgate/hookgate/dedupe"
 )
 
@@ -106,8 +108,11 @@ func TestBacklogFullLoggedOncePerChange(t *testing.T) {
 // state ends (one INFO) only once the backlog is a tenth below max_pending, not at the first
 // accept, which at saturation logged a WARN and an INFO per delivery.
 func TestBacklogFullEndsOnceDrainedATenth(t *testing.T) {
-	pool := newPooledLedger(t.TempDir(), 0)
-	t.Cleanup(func() { _ = pool.Destruct() })
+	pool, err := ledgerpool.Acquire(ledgerpool.BadgerTarget(t.TempDir()), 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pool.Detach() })
 	core, logs := observer.New(zap.InfoLevel)
 	h := &Handler{Name: "orders", maxPending: 10, backlogFull: new(atomic.Bool), ledger: pool, logger: zap.New(core)}
 	ctx := context.Background()
@@ -144,7 +149,7 @@ func TestBacklogFullEndsOnceDrainedATenth(t *testing.T) {
 func TestQueuedEventKeepsTheRequestHeadersButContentLength(t *testing.T) {
 	var kept *dedupe.Event
 	f := newRequestPathFixture(t, true, nil)
-	f.h.ledger.ledger = &instantStore{accepted: func(ev *dedupe.Event) { kept = ev }}
+	f.h.ledger = &instantStore{accepted: func(ev *dedupe.Event) { kept = ev }}
 	header := f.header.Clone()
 	header.Set("Content-Length", fmt.Sprint(len(f.body)))
 	header["Accept"] = []string{"application/json", "text/plain"}
@@ -210,5 +215,23 @@ func TestQueuedEventKeepsEveryValueOfManyHeaders(t *testing.T) {
 		if !reflect.DeepEqual(in, before) {
 			t.Fatalf("the request's headers became %v once the stored ones were added to, want %v", in, before)
 		}
+	}
+}
+
+// What the provider sees of a refusal: 503, Retry-After and the reason in words; no log line per
+// request (the cause was logged once).
+func TestUnavailableLedgerAnswers503WithReason(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	h := &Handler{Name: "r", logger: zap.New(core)}
+	for _, cause := range []*ledgerpool.Unavailable{ledgerpool.ErrDiskLow, {Reason: "the ledger's disk is full"}, {Reason: "the ledger's directory is locked"}} {
+		rec := httptest.NewRecorder()
+		out := newOutcome(rec, httptest.NewRequest(http.MethodPost, "/hooks", nil))
+		answered, _ := h.answerUnlessNew(out, "accept", 0, fmt.Errorf("wrapped: %w", cause))
+		if !answered || rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" || !strings.Contains(rec.Body.String(), cause.Reason) {
+			t.Fatalf("%s: got %d Retry-After %q %s", cause.Reason, rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+		}
+	}
+	if logs.Len() != 0 {
+		t.Fatalf("refusals logged per request: %v", logs.All())
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/hookgate/hookgate/caddymodule/ledgerpool"
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/deliver"
 )
@@ -115,7 +116,7 @@ func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 	case verb == "events GET" && !named:
 		return a.list(w, r, sender)
 	case verb == "events GET":
-		ev, err := sender.store.Get(r.Context(), sender.key.name, id)
+		ev, err := sender.queue().Get(r.Context(), sender.key.name, id)
 		if err != nil {
 			return eventError(r.Context(), sender, id, err)
 		}
@@ -158,7 +159,7 @@ type routeStatus struct {
 }
 
 func (a *AdminAPI) status(w http.ResponseWriter, r *http.Request, sender *pooledDeliverer) error {
-	backlog, err := sender.store.Pending(r.Context(), sender.key.name)
+	backlog, err := sender.queue().Pending(r.Context(), sender.key.name)
 	if err != nil {
 		return apiError(http.StatusServiceUnavailable, fmt.Errorf("reading the backlog: %w", err))
 	}
@@ -228,7 +229,7 @@ func deliveryOf(ev *dedupe.Event) deliveryView {
 // request needs is 409, a ledger out of reach for now (Redis down, a full disk) 503, and anything
 // else (an I/O error, a ledger that is not open) is the server's fault, 500.
 func storeError(err error) error {
-	var unavailable *unavailableError
+	var unavailable *ledgerpool.Unavailable
 	switch {
 	case errors.Is(err, dedupe.ErrNotFound):
 		return apiError(http.StatusNotFound, err)
@@ -249,7 +250,7 @@ func eventError(ctx context.Context, sender *pooledDeliverer, id string, err err
 	case errors.Is(err, dedupe.ErrNotFound):
 		return apiError(http.StatusNotFound, fmt.Errorf("event %q not found on route %s: delivered and superseded events are listed for keep, dead letters for dead_ttl", id, sender.key.name))
 	case errors.Is(err, dedupe.ErrNotDead):
-		if ev, getErr := sender.store.Get(ctx, sender.key.name, id); getErr == nil {
+		if ev, getErr := sender.queue().Get(ctx, sender.key.name, id); getErr == nil {
 			return apiError(http.StatusConflict, fmt.Errorf("event %q on route %s is %s, not dead: only a dead letter can be replayed", id, sender.key.name, ev.State))
 		}
 	}

@@ -16,7 +16,7 @@ var errInjectedIO = errors.New("injected: read error on the ledger's disk")
 // unreadableStore stands for a store whose reads fail with an I/O error (a bad sector, say)
 // while it has not failed a write, so the pool keeps it open.
 type unreadableStore struct {
-	store
+	queueLedger
 }
 
 func (u *unreadableStore) Get(context.Context, string, string) (*dedupe.Event, error) {
@@ -25,6 +25,25 @@ func (u *unreadableStore) Get(context.Context, string, string) (*dedupe.Event, e
 
 func (u *unreadableStore) List(context.Context, string, dedupe.State, dedupe.Cursor, int) ([]*dedupe.Event, error) {
 	return nil, fmt.Errorf("dedupe: list: %w", errInjectedIO)
+}
+
+// swapQueue has the admin API read route's queue through wrap(the route's ledger) until the
+// test ends.
+func swapQueue(t *testing.T, route string, wrap func(queueLedger) queueLedger) {
+	t.Helper()
+	sender, err := findDeliverer(route)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sender.mu.Lock()
+	healthy := sender.store
+	sender.store = wrap(healthy)
+	sender.mu.Unlock()
+	t.Cleanup(func() {
+		sender.mu.Lock()
+		sender.store = healthy
+		sender.mu.Unlock()
+	})
 }
 
 // The admin API's answers say what went wrong: an unknown event is 404, replaying one that is
@@ -68,20 +87,7 @@ func TestAdminErrorsSayWhatTheyAre(t *testing.T) {
 		}
 	}
 
-	pool, err := acquireLedger(badgerTarget(storageDir), defaultMinFree)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.release()
-	pool.mu.Lock()
-	healthy := pool.ledger
-	pool.ledger = &unreadableStore{store: healthy}
-	pool.mu.Unlock()
-	defer func() {
-		pool.mu.Lock()
-		pool.ledger = healthy
-		pool.mu.Unlock()
-	}()
+	swapQueue(t, "adminerrors", func(healthy queueLedger) queueLedger { return &unreadableStore{healthy} })
 	for _, path := range []string{"/hookgate/events/adminerrors/evt_ae_pending", "/hookgate/events/adminerrors?state=pending"} {
 		if status, body := admin(t, http.MethodGet, path); status != http.StatusInternalServerError || !strings.Contains(body, "read error") {
 			t.Errorf("GET %s on an unreadable ledger: %d %s, want 500 with the cause", path, status, body)

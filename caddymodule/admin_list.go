@@ -57,12 +57,12 @@ func (a *AdminAPI) list(w http.ResponseWriter, r *http.Request, sender *pooledDe
 	var view func(*dedupe.Event) any
 	switch q.Get("fields") {
 	case "":
-		events, err = sender.store.List(r.Context(), sender.key.name, state, after, limit+1)
+		events, err = sender.queue().List(r.Context(), sender.key.name, state, after, limit+1)
 		view = func(ev *dedupe.Event) any { return viewOf(ev) }
 	case "delivery":
 		// A Badger ledger reads an event's body with its request line; the page, which
 		// lists a route's dead letters every few seconds, shows neither.
-		events, err = sender.store.ListDeliveries(r.Context(), sender.key.name, state, after, limit+1)
+		events, err = sender.queue().ListDeliveries(r.Context(), sender.key.name, state, after, limit+1)
 		view = func(ev *dedupe.Event) any { return deliveryOf(ev) }
 	default:
 		return apiError(http.StatusBadRequest, fmt.Errorf("fields must be delivery, or left out for the whole listing"))

@@ -8,6 +8,7 @@ import (
 	"github.com/dustin/go-humanize"
 	"go.uber.org/zap"
 
+	"github.com/hookgate/hookgate/caddymodule/ledgerpool"
 	"github.com/hookgate/hookgate/deliver"
 )
 
@@ -41,11 +42,11 @@ type App struct {
 	bodyBudget int64 // BodyBudget or its default
 }
 
-// routeKey identifies a route: its store's pool key (storeTarget.key) and its name within it.
+// routeKey identifies a route: its store's pool key (ledgerpool.Target.Key) and its name within it.
 type routeKey struct{ store, name string }
 
 type appRoute struct {
-	store    *pooledLedger
+	store    *ledgerpool.Ledger
 	minFree  uint64          // the store's disk watermark, as this route sets it
 	delivery *deliver.Config // nil in sync mode
 	sender   *pooledDeliverer
@@ -75,22 +76,22 @@ func (a *App) Provision(ctx caddy.Context) error {
 // IDs would silently collide, and in two stores the admin API, the CLI and /metrics, which
 // know a route by its name, could not tell them apart. Routes sharing a store may not set
 // different min_free for it either, since it has one watermark.
-func (a *App) register(key routeKey, store *pooledLedger, delivery *deliver.Config, minFree uint64) error {
+func (a *App) register(key routeKey, store *ledgerpool.Ledger, delivery *deliver.Config, minFree uint64) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for other, r := range a.routes {
 		switch {
-		case other.name == key.name && r.store.scope == store.scope:
-			return fmt.Errorf("two routes named %q share the store %s: give each its own `name`", key.name, store.name)
+		case other.name == key.name && r.store.Scope() == store.Scope():
+			return fmt.Errorf("two routes named %q share the store %s: give each its own `name`", key.name, store.Name())
 		case other.name == key.name:
 			return fmt.Errorf("two routes are named %q, one in the store %s and one in %s: the admin API, the CLI and the metrics know a route by its name, so give each its own `name`",
-				key.name, r.store.name, store.name)
-		case r.store.scope != store.scope:
+				key.name, r.store.Name(), store.Name())
+		case r.store.Scope() != store.Scope():
 			continue
 		}
 		if r.minFree != minFree {
 			return fmt.Errorf("routes %q and %q share the store %s but set different min_free (%s and %s): set the same on both",
-				other.name, key.name, store.name, humanize.IBytes(r.minFree), humanize.IBytes(minFree))
+				other.name, key.name, store.Name(), humanize.IBytes(r.minFree), humanize.IBytes(minFree))
 		}
 	}
 	a.routes[key] = &appRoute{store: store, delivery: delivery, minFree: minFree}
@@ -103,7 +104,7 @@ func (a *App) Start() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for key, r := range a.routes {
-		r.store.disk.setMinFree(r.minFree) // this config's, across a reload
+		r.store.SetMinFree(r.minFree) // this config's, across a reload
 		if r.delivery == nil {
 			continue
 		}
@@ -151,6 +152,23 @@ func (a *App) notify(key routeKey) {
 	a.mu.Unlock()
 	if r != nil && r.sender != nil {
 		r.sender.Notify()
+	}
+}
+
+// warnStrandedAll has every store this app's routes use warn of its stranded queues
+// (Ledger.WarnStranded).
+func (a *App) warnStrandedAll() {
+	byStore := map[*ledgerpool.Ledger]map[string]bool{}
+	for key, r := range a.routes {
+		if byStore[r.store] == nil {
+			byStore[r.store] = map[string]bool{}
+		}
+		if r.delivery != nil {
+			byStore[r.store][key.name] = true
+		}
+	}
+	for store, delivering := range byStore {
+		go store.WarnStranded(a.logger, delivering)
 	}
 }
 

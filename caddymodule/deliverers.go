@@ -10,6 +10,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/hookgate/hookgate/caddymodule/ledgerpool"
+	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/deliver"
 )
 
@@ -24,8 +26,10 @@ const stopTimeout = 10 * time.Second
 
 type pooledDeliverer struct {
 	*deliver.Deliverer
-	key   routeKey
-	store *pooledLedger
+	key routeKey
+	// store is the route's ledger, which the deliverer's outbox is; the admin API reads it
+	// through queue.
+	store queueLedger
 	// replaying is held while a replay reads the backlog and replays one event (replayIfRoom).
 	replaying sync.Mutex
 
@@ -35,15 +39,32 @@ type pooledDeliverer struct {
 	owners []owner
 }
 
+// queueLedger is what the admin API reads and replays of a route's queue.
+type queueLedger interface {
+	Get(ctx context.Context, ns, id string) (*dedupe.Event, error)
+	List(ctx context.Context, ns string, state dedupe.State, after dedupe.Cursor, limit int) ([]*dedupe.Event, error)
+	ListDeliveries(ctx context.Context, ns string, state dedupe.State, after dedupe.Cursor, limit int) ([]*dedupe.Event, error)
+	Pending(ctx context.Context, ns string) (int, error)
+	Replay(ctx context.Context, ns, id string, now time.Time) error
+}
+
+// queue is the route's ledger, read under mu: the admin API's tests put a store that fails or
+// counts its reads in its place.
+func (p *pooledDeliverer) queue() queueLedger {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.store
+}
+
 type owner struct {
 	app *App
 	cfg deliver.Config
 }
 
 // acquireDeliverer starts the route's deliverer, or reconfigures the running one, for app.
-func acquireDeliverer(app *App, key routeKey, store *pooledLedger, cfg deliver.Config, logger *zap.Logger) (*pooledDeliverer, error) {
+func acquireDeliverer(app *App, key routeKey, store *ledgerpool.Ledger, cfg deliver.Config, logger *zap.Logger) (*pooledDeliverer, error) {
 	val, loaded, err := deliverers.LoadOrNew(key, func() (caddy.Destructor, error) {
-		d := deliver.New(store.outbox(), key.name, cfg, logger.With(zap.String("route", key.name)))
+		d := deliver.New(store.Outbox(), key.name, cfg, logger.With(zap.String("route", key.name)))
 		d.Start()
 		return &pooledDeliverer{Deliverer: d, key: key, store: store}, nil
 	})

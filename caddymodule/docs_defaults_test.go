@@ -20,6 +20,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/dustin/go-humanize"
 
+	"github.com/hookgate/hookgate/caddymodule/ledgerpool"
 	"github.com/hookgate/hookgate/deliver"
 	"github.com/hookgate/hookgate/verify"
 )
@@ -134,7 +135,7 @@ func (p provisioned) delivery(t *testing.T) deliver.Config {
 	t.Helper()
 	p.async.app.mu.Lock()
 	defer p.async.app.mu.Unlock()
-	r := p.async.app.routes[routeKey{store: p.async.ledger.key, name: p.async.Name}]
+	r := p.async.app.routes[routeKey{store: p.async.key.store, name: p.async.Name}]
 	if r == nil || r.delivery == nil {
 		t.Fatal("the async route registered no delivery config")
 	}
@@ -349,10 +350,10 @@ var defaultCheckers = map[string]defaultChecker{
 		if len(s) != 3 || s[0] != "badger" || len(strings.Fields(s[2])) != 2 {
 			t.Fatalf("%s: the default is %q; the check reads `badger`, `DIR/` in Caddy's data dir and `min_free SIZE`", row, row.def)
 		}
-		if p.sync.ledger.redis != nil {
+		if storeOf(t, p.sync).Redis != nil {
 			t.Errorf("%s: a route without storage has a Redis ledger", row)
 		}
-		same(t, row, "the ledger's directory", filepath.Join(caddy.AppDataDir(), strings.TrimSuffix(s[1], "/")), p.sync.ledger.dir)
+		same(t, row, "the ledger's directory", filepath.Join(caddy.AppDataDir(), strings.TrimSuffix(s[1], "/")), storeOf(t, p.sync).Dir)
 		same(t, row, "min_free", uint64(docSize(t, row, strings.Fields(s[2])[1])), p.sync.minFree())
 	},
 	"The hookgate directive/storage redis": func(t *testing.T, row docRow, _ provisioned) {
@@ -441,29 +442,29 @@ var defaultCheckers = map[string]defaultChecker{
 		if port == nil {
 			t.Fatalf("%s: the default port (port `N` by default) is not documented", row)
 		}
-		same(t, row, "the address of redis://127.0.0.1", []string{"127.0.0.1:" + port[1]}, p.shared.ledger.redis.options.Addrs)
+		same(t, row, "the address of redis://127.0.0.1", []string{"127.0.0.1:" + port[1]}, storeOf(t, p.shared).Redis.Options.Addrs)
 	},
 	"Redis storage/username": func(t *testing.T, row docRow, p provisioned) {
 		says(t, row, "Redis's default user")
-		same(t, row, "the user", "", p.shared.ledger.redis.options.Username)
+		same(t, row, "the user", "", storeOf(t, p.shared).Redis.Options.Username)
 	},
 	"Redis storage/password": func(t *testing.T, row docRow, p provisioned) {
 		says(t, row, "none")
-		same(t, row, "the password", "", p.shared.ledger.redis.options.Password)
+		same(t, row, "the password", "", storeOf(t, p.shared).Redis.Options.Password)
 	},
 	"Redis storage/db": func(t *testing.T, row docRow, p provisioned) {
 		s := spans(row.def)
-		same(t, row, "the database of a URL without /db", docInt(t, row, s[len(s)-1]), p.shared.ledger.redis.options.DB)
+		same(t, row, "the database of a URL without /db", docInt(t, row, s[len(s)-1]), storeOf(t, p.shared).Redis.Options.DB)
 	},
 	"Redis storage/tls": func(t *testing.T, row docRow, p provisioned) {
 		says(t, row, "off")
-		if p.shared.ledger.redis.options.TLSConfig != nil {
+		if storeOf(t, p.shared).Redis.Options.TLSConfig != nil {
 			t.Errorf("%s: the docs say tls is off; the code provisions TLS for redis://", row)
 		}
 	},
 	"Redis storage/cluster": func(t *testing.T, row docRow, p provisioned) {
 		says(t, row, "one server")
-		o := p.shared.ledger.redis.options
+		o := storeOf(t, p.shared).Redis.Options
 		same(t, row, "cluster, sentinel", "false ", fmt.Sprint(o.IsClusterMode, " ", o.MasterName))
 	},
 	"Redis storage/dial_timeout": func(t *testing.T, row docRow, p provisioned) {
@@ -471,13 +472,13 @@ var defaultCheckers = map[string]defaultChecker{
 		if len(s) != 3 {
 			t.Fatalf("%s: the default %q does not give the three timeouts", row, row.def)
 		}
-		o := p.shared.ledger.redis.options
+		o := storeOf(t, p.shared).Redis.Options
 		same(t, row, "dial_timeout", docDuration(t, row, s[0]), o.DialTimeout)
 		same(t, row, "read_timeout", docDuration(t, row, s[1]), o.ReadTimeout)
 		same(t, row, "write_timeout", docDuration(t, row, s[2]), o.WriteTimeout)
 	},
 	"Redis storage/prefix": func(t *testing.T, row docRow, p provisioned) {
-		same(t, row, "prefix", firstSpan(t, row), p.shared.ledger.redis.prefix)
+		same(t, row, "prefix", firstSpan(t, row), storeOf(t, p.shared).Redis.Prefix)
 	},
 
 	"Public keys, public URLs and handshakes/public_key": func(t *testing.T, row docRow, p provisioned) {
@@ -534,7 +535,7 @@ func TestDocumentedDefaultsAreWhatAConfigProvisions(t *testing.T) {
 		t.Fatalf("loading the config of defaults: %v", err)
 	}
 	p := provisioned{sync: handlers["standard"], async: handlers["github"], long: handlers["stripe"], shared: handlers["shopify"]}
-	if p.sync == nil || p.async == nil || p.long == nil || p.shared == nil || p.shared.ledger.redis == nil {
+	if p.sync == nil || p.async == nil || p.long == nil || p.shared == nil || storeOf(t, p.shared).Redis == nil {
 		t.Fatalf("the probe found the routes %v", slices.Sorted(func(yield func(string) bool) {
 			for name := range handlers {
 				if !yield(name) {
@@ -584,4 +585,14 @@ func TestDocumentedDefaultsAreWhatAConfigProvisions(t *testing.T) {
 	if commented == 0 {
 		t.Error("no snippet says `# the default` any more: is the pattern still right?")
 	}
+}
+
+// storeOf is where the provisioned route h keeps its ledger.
+func storeOf(t *testing.T, h *Handler) ledgerpool.Target {
+	t.Helper()
+	target, err := h.storeTarget()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return target
 }

@@ -127,7 +127,7 @@ func TestAcceptedBodiesAreNeverReused(t *testing.T) {
 	var mu sync.Mutex
 	kept := make(map[string]*dedupe.Event)
 	f := newRequestPathFixture(t, true, nil)
-	f.h.ledger.ledger = &instantStore{accepted: func(ev *dedupe.Event) {
+	f.h.ledger = &instantStore{accepted: func(ev *dedupe.Event) {
 		mu.Lock()
 		kept[ev.ID] = ev
 		mu.Unlock()

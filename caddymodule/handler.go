@@ -9,6 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/hookgate/hookgate/caddymodule/ledgerpool"
 	"github.com/hookgate/hookgate/dedupe"
 )
 
@@ -141,13 +142,23 @@ func (h *Handler) answerUnlessNew(out *outcome, op string, found dedupe.Outcome,
 	return false, nil
 }
 
+// routeLedger is what a route's requests use of its ledger: sync mode claims and settles,
+// async mode accepts and reads its backlog.
+type routeLedger interface {
+	Claim(ctx context.Context, c dedupe.Claim) (dedupe.Outcome, error)
+	Done(ctx context.Context, c dedupe.Claim, ttl time.Duration) error
+	Release(ctx context.Context, c dedupe.Claim) error
+	Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, ttl time.Duration) (dedupe.Outcome, error)
+	Pending(ctx context.Context, namespace string) (int, error)
+}
+
 // ledgerFailed answers 503 when the ledger could not tell whether the event is new. It is apart
 // from answerUnlessNew so that the common case, no error, allocates nothing for errors.As.
 func (h *Handler) ledgerFailed(out *outcome, op string, err error) error {
-	var unavailable *unavailableError
+	var unavailable *ledgerpool.Unavailable
 	switch {
-	case errors.As(err, &unavailable): // logged once, where it was found (store.go, diskspace.go)
-		return out.busy(unavailableClass(unavailable), unavailable.reason)
+	case errors.As(err, &unavailable): // logged once, where it was found (ledgerpool)
+		return out.busy(unavailableClass(unavailable), unavailable.Reason)
 	case errors.Is(err, context.Canceled): // the provider hung up: the ledger is fine
 		h.logger.Debug("ledger "+op+" abandoned by the client", zap.String("route", h.Name), zap.Error(err))
 		return out.busy(reasonClientGone, "the request was canceled before the ledger answered")

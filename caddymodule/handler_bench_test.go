@@ -52,7 +52,7 @@ func BenchmarkRequestPath(b *testing.B) {
 
 // instantStore is a ledger that takes every event at once; accepted, when set, sees each Accept.
 type instantStore struct {
-	store
+	routeLedger
 	accepted func(*dedupe.Event)
 }
 
@@ -92,11 +92,9 @@ func newRequestPathFixture(tb testing.TB, async bool, next caddyhttp.Handler) *r
 	if err != nil {
 		tb.Fatal(err)
 	}
-	pool := newPooledLedger(tb.TempDir(), 0)
-	pool.ledger = &instantStore{}
 	h := &Handler{
 		Name: "bench", MaxBody: defaultMaxBody, DedupeTTL: caddy.Duration(time.Hour), Lease: caddy.Duration(time.Minute),
-		verifier: verifier, scheme: verifier.Config().Scheme, ID: presetIDSource(cfg), ledger: pool,
+		verifier: verifier, scheme: verifier.Config().Scheme, ID: presetIDSource(cfg), ledger: &instantStore{},
 		app: &App{bodyBudget: 64 << 20}, metricsOff: true, logger: zap.NewNop(),
 	}
 	h.ID.provision()

@@ -458,7 +458,7 @@ func TestSyncNextHandlerWritingNothingMarksTheEventDone(t *testing.T) {
 	next := caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
 	f := newRequestPathFixture(t, false, next)
 	ledger := &claimSettleCounter{}
-	f.h.ledger.ledger = ledger
+	f.h.ledger = ledger
 	r := f.request()
 	rec := httptest.NewRecorder()
 	if err := f.h.ServeHTTP(rec, r, next); err != nil {

@@ -9,8 +9,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hookgate/hookgate/caddymodule/ledgerpool"
 	"github.com/hookgate/hookgate/dedupe"
-	"github.com/hookgate/hookgate/dedupe/badgerstore"
 	"github.com/hookgate/hookgate/deliver"
 	"github.com/hookgate/hookgate/verify"
 )
@@ -120,8 +120,8 @@ func verifyClass(kind verify.ErrorKind) string {
 }
 
 // unavailableClass is the reason class of a ledger that refuses work.
-func unavailableClass(err *unavailableError) string {
-	if err == errDiskLow {
+func unavailableClass(err *ledgerpool.Unavailable) string {
+	if err == ledgerpool.ErrDiskLow {
 		return reasonDiskLow
 	}
 	return reasonLedgerDown
@@ -174,14 +174,11 @@ var (
 	})
 )
 
-// observedBadger is an open Badger ledger whose commits are observed.
-func observedBadger(l *badgerstore.Store) *badgerStore {
-	l.ObserveCommits(func(took time.Duration, requests int) {
-		if !countingCommits() {
-			return
-		}
-		ledgerCommitSeconds.Observe(took.Seconds())
-		ledgerCommitRequests.Observe(float64(requests))
-	})
-	return &badgerStore{l}
+// observeCommit counts one group commit of a Badger ledger (badgerstore.CommitObserver).
+func observeCommit(took time.Duration, requests int) {
+	if !countingCommits() {
+		return
+	}
+	ledgerCommitSeconds.Observe(took.Seconds())
+	ledgerCommitRequests.Observe(float64(requests))
 }

@@ -6,7 +6,7 @@ import (
 )
 
 // commitsCounted tells whether the config in force counts: the Badger ledgers' commit observers
-// (observedBadger) are set once, when a store opens, and a pooled store outlives the config
+// (observeCommit) are set once, when a store opens, and a pooled store outlives the config
 // that opened it, so they ask here rather than remember the `metrics off` of that config.
 var commitsCounted = struct {
 	sync.Mutex

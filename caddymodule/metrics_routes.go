@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hookgate/hookgate/caddymodule/ledgerpool"
 	"github.com/hookgate/hookgate/dedupe"
 )
 
@@ -64,8 +65,7 @@ func (c *routesCollector) Collect(ch chan<- prometheus.Metric) {
 func collectRoute(ch chan<- prometheus.Metric, name string, r appRoute) {
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
-	if r.store.disk != nil {
-		avail, _, low := r.store.disk.read()
+	if avail, low, ok := r.store.DiskFree(); ok {
 		ch <- prometheus.MustNewConstMetric(diskFreeDesc, prometheus.GaugeValue, float64(avail), name)
 		ch <- prometheus.MustNewConstMetric(diskLowDesc, prometheus.GaugeValue, boolGauge(low), name)
 	}
@@ -90,7 +90,7 @@ func collectRoute(ch chan<- prometheus.Metric, name string, r appRoute) {
 // pending. Both stores list pending events by accept time (Badger's state index, Redis's sorted
 // listing), so it is the first of a listing without bodies: one index entry and one record
 // read, not a scan and never a body.
-func oldestPendingAge(ctx context.Context, store *pooledLedger, route string, pending int) (time.Duration, error) {
+func oldestPendingAge(ctx context.Context, store *ledgerpool.Ledger, route string, pending int) (time.Duration, error) {
 	if pending == 0 {
 		return 0, nil
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/hookgate/hookgate/caddymodule/ledgerpool"
 	"github.com/hookgate/hookgate/deliver"
 	"github.com/hookgate/hookgate/verify"
 )
@@ -168,7 +169,12 @@ type Handler struct {
 	upstream *upstreamSigner
 	// keepSignedURL is set when queued events keep the URL their provider signed (resign.go).
 	keepSignedURL bool
-	ledger        *pooledLedger
+	// pool is the route's entry in the ledger pool, held from Provision to Cleanup.
+	pool *ledgerpool.Ledger
+	// ledger is what the requests use of it: pool, or in tests a store that answers at once.
+	ledger routeLedger
+	// key is the route in the hookgate app (registerRoute).
+	key routeKey
 	// maxPending is an async route's bound on its backlog (Forward.MaxPending, defaulted).
 	maxPending int
 	// backlogFull is set while accepts are refused at maxPending, so that is logged once.
@@ -305,10 +311,11 @@ func (h *Handler) provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	if h.ledger, err = acquireLedger(target, h.minFree()); err != nil {
+	if h.pool, err = ledgerpool.Acquire(target, h.minFree(), observeCommit); err != nil {
 		return err
 	}
-	if err := h.registerRoute(ctx, target.key); err != nil {
+	h.ledger = h.pool
+	if err := h.registerRoute(ctx, target.Key); err != nil {
 		return err
 	}
 	h.holdMonitorCounts() // monitor.go
@@ -340,13 +347,14 @@ func (h *Handler) registerRoute(ctx caddy.Context, storeKey string) error {
 		delivery = &cfg
 		h.maxPending, h.backlogFull = cfg.MaxPending, new(atomic.Bool)
 	}
-	return h.app.register(routeKey{store: storeKey, name: h.Name}, h.ledger, delivery, h.minFree())
+	h.key = routeKey{store: storeKey, name: h.Name}
+	return h.app.register(h.key, h.pool, delivery, h.minFree())
 }
 
 // minFree is the route's storage min_free, or its default.
 func (h *Handler) minFree() uint64 {
 	if h.Storage == nil || h.Storage.MinFree == 0 {
-		return defaultMinFree
+		return ledgerpool.DefaultMinFree
 	}
 	return uint64(h.Storage.MinFree)
 }
@@ -452,10 +460,10 @@ func (h *Handler) Cleanup() error {
 		releaseRouteSeries(h.Name)
 	}
 	h.releaseMonitorCounts() // monitor.go
-	if h.ledger == nil {
+	if h.pool == nil {
 		return nil
 	}
-	return h.ledger.release()
+	return h.pool.Detach()
 }
 
 // Interface guards

@@ -270,7 +270,7 @@ func TestMonitorHandsOnTheWholeBodyWhereverHookgateStopped(t *testing.T) {
 		t.Errorf("chunked body over max_body: answered %d, the app got %d of %d bytes; want the app's 418 and the body whole", w.Code, len(app.body), len(body))
 	}
 
-	f.h.ledger.ledger = &failingClaims{}
+	f.h.ledger = &failingClaims{}
 	header, body = f.signed(t, "evt_mon_ledger_down", 'd', 1000)
 	w := serve(header.Clone(), body, int64(len(body)))
 	if w.Code != http.StatusTeapot || !bytes.Equal(app.body, body) {

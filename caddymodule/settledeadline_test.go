@@ -35,7 +35,7 @@ func TestSettleOutlivesTheRequestWithinItsBound(t *testing.T) {
 	})
 	f := newRequestPathFixture(t, false, next)
 	ledger := &settleRecorder{}
-	f.h.ledger.ledger = ledger
+	f.h.ledger = ledger
 	before := time.Now()
 	r := f.request()
 	ctx, cancel := context.WithCancel(r.Context())

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/hookgate/hookgate/caddymodule/ledgerpool"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -28,7 +29,7 @@ type Storage struct {
 	// MinFree is the free space, in bytes, that the directory's filesystem must keep: below it
 	// new events are refused with 503 (async accepts, sync claims) while deliveries go on, and
 	// below half of it the ledger is not opened. Routes sharing a directory must agree on it.
-	// Default: 64 MiB (what Badger may still write meanwhile; see defaultMinFree). Badger only.
+	// Default: 64 MiB (what Badger may still write meanwhile; see ledgerpool.DefaultMinFree). Badger only.
 	MinFree int64 `json:"min_free,omitempty"`
 
 	// URLs are Redis's addresses, as redis://host[:port][/db] or rediss://… (TLS): one server,
@@ -68,49 +69,11 @@ type Storage struct {
 	Prefix string `json:"prefix,omitempty"`
 }
 
-// The Redis client's defaults. Redis answers in well under a millisecond on a LAN, so a dial
-// or a reply taking seconds means it is down or hung: the provider is then answered 503 within
-// about 2 × readTimeout, before its own timeout (Shopify waits 5 s). An fsync of the
-// append-only file under load takes tens of milliseconds, far inside it.
-const (
-	defaultRedisDialTimeout  = time.Second
-	defaultRedisReadTimeout  = 2 * time.Second
-	defaultRedisWriteTimeout = 2 * time.Second
-	defaultRedisPrefix       = "hookgate"
-	// redisMaxRetries is the client's retries of a command after a network error: one covers
-	// a pooled connection that a Redis restart closed; more would only delay the 503.
-	redisMaxRetries = 1
-)
-
-// storeTarget is where a route's ledger lives: a Badger directory, or a Redis store.
-type storeTarget struct {
-	// key is the pool's key: Badger's absolute directory, or for Redis its scope and a
-	// fingerprint of every client setting (password, TLS, timeouts…), so that a reload changing
-	// one gets a client with the new settings. It is never logged.
-	key string
-	// scope is the data the routes' names share: Badger's directory, or Redis's addresses, db,
-	// user and prefix; two routes of one name in one scope would mix their events.
-	scope string
-	// name is how logs and errors name the store: scope without Redis's user.
-	name string
-	// dir is Badger's directory; "" for Redis.
-	dir string
-	// redis is how to reach the Redis store; nil for Badger.
-	redis *redisTarget
-}
-
-// redisTarget is a Redis store's client settings, secrets expanded.
-type redisTarget struct {
-	options *redis.UniversalOptions
-	prefix  string
-}
-
-func badgerTarget(dir string) storeTarget {
-	return storeTarget{key: dir, scope: dir, name: dir, dir: dir}
-}
+// defaultRedisPrefix starts the keys of a Redis store whose `prefix` is not set.
+const defaultRedisPrefix = "hookgate"
 
 // storeTarget resolves the route's storage.
-func (h *Handler) storeTarget() (storeTarget, error) {
+func (h *Handler) storeTarget() (ledgerpool.Target, error) {
 	st := h.Storage
 	if st == nil {
 		st = &Storage{}
@@ -123,22 +86,22 @@ func (h *Handler) storeTarget() (storeTarget, error) {
 		}
 		abs, err := filepath.Abs(dir)
 		if err != nil {
-			return storeTarget{}, fmt.Errorf("storage dir %q: %w", dir, err)
+			return ledgerpool.Target{}, fmt.Errorf("storage dir %q: %w", dir, err)
 		}
-		return badgerTarget(abs), nil
+		return ledgerpool.BadgerTarget(abs), nil
 	case "redis":
 		rt, err := st.redisTarget()
 		if err != nil {
-			return storeTarget{}, fmt.Errorf("storage redis: %w", err)
+			return ledgerpool.Target{}, fmt.Errorf("storage redis: %w", err)
 		}
-		return storeTarget{key: rt.identity(true) + " client " + rt.fingerprint(), scope: rt.identity(true), name: rt.identity(false), redis: rt}, nil
+		return ledgerpool.Target{Key: redisIdentity(rt, true) + " client " + redisFingerprint(rt), Scope: redisIdentity(rt, true), Name: redisIdentity(rt, false), Redis: rt}, nil
 	}
-	return storeTarget{}, fmt.Errorf("unknown storage backend %q (badger or redis)", st.Backend)
+	return ledgerpool.Target{}, fmt.Errorf("unknown storage backend %q (badger or redis)", st.Backend)
 }
 
 // redisTarget checks the Redis settings and builds the client's options. Its errors name the
 // setting at fault, never a secret's value.
-func (st *Storage) redisTarget() (*redisTarget, error) {
+func (st *Storage) redisTarget() (*ledgerpool.RedisTarget, error) {
 	if st.Dir != "" || st.MinFree != 0 {
 		return nil, errors.New("dir and min_free are Badger's settings")
 	}
@@ -155,18 +118,11 @@ func (st *Storage) redisTarget() (*redisTarget, error) {
 		return nil, errors.New("db and timeouts must be positive")
 	}
 	repl := caddy.NewReplacer()
-	opts := &redis.UniversalOptions{
-		MasterName:    st.Sentinel,
-		IsClusterMode: st.Cluster,
-		DB:            st.DB,
-		DialTimeout:   durationOr(st.DialTimeout, defaultRedisDialTimeout),
-		ReadTimeout:   durationOr(st.ReadTimeout, defaultRedisReadTimeout),
-		WriteTimeout:  durationOr(st.WriteTimeout, defaultRedisWriteTimeout),
-		MaxRetries:    redisMaxRetries,
-		// Deadlines follow the context, which within bounds (redisbudget.go).
-		ContextTimeoutEnabled: true,
-		DialerRetries:         1, // the command's retry redials; the client's default 5 tries delay the 503
-	}
+	opts := ledgerpool.NewRedisOptions()
+	opts.MasterName, opts.IsClusterMode, opts.DB = st.Sentinel, st.Cluster, st.DB
+	opts.DialTimeout = durationOr(st.DialTimeout, opts.DialTimeout)
+	opts.ReadTimeout = durationOr(st.ReadTimeout, opts.ReadTimeout)
+	opts.WriteTimeout = durationOr(st.WriteTimeout, opts.WriteTimeout)
 	useTLS := st.TLS
 	for i, raw := range st.URLs {
 		u, err := parseRedisURL(repl, raw)
@@ -219,7 +175,7 @@ func (st *Storage) redisTarget() (*redisTarget, error) {
 	if prefix == "" {
 		prefix = defaultRedisPrefix
 	}
-	return &redisTarget{options: opts, prefix: prefix}, nil
+	return &ledgerpool.RedisTarget{Options: opts, Prefix: prefix}, nil
 }
 
 // parseRedisURL expands the URL's placeholders and parses it as go-redis does, refusing a
@@ -273,35 +229,35 @@ func isPlaceholder(s string) bool {
 		(strings.HasPrefix(s, "{env.") || strings.HasPrefix(s, "{file."))
 }
 
-// identity names the Redis store the routes share: the same addresses, db, user and prefix are
+// redisIdentity names the Redis store the routes share: the same addresses, db, user and prefix are
 // one ledger, whatever the order of the URLs. It never holds the password; withUser false
 // leaves out the user too (it may come from a secret), for logs.
-func (rt *redisTarget) identity(withUser bool) string {
-	o := rt.options
+func redisIdentity(rt *ledgerpool.RedisTarget, withUser bool) string {
+	o := rt.Options
 	addrs := slices.Clone(o.Addrs)
 	slices.Sort(addrs)
 	user := ""
 	if o.Username != "" && withUser {
 		user = url.User(o.Username).String() + "@"
 	}
-	id := fmt.Sprintf("redis://%s%s/%d prefix %s", user, strings.Join(addrs, ","), o.DB, rt.prefix)
+	id := fmt.Sprintf("redis://%s%s/%d prefix %s", user, strings.Join(addrs, ","), o.DB, rt.Prefix)
 	if o.MasterName != "" {
 		id += " sentinel " + o.MasterName
 	}
 	return id
 }
 
-// fingerprint sums the client's settings that identity leaves out, the password among them,
+// redisFingerprint sums the client's settings that redisIdentity leaves out, the password among them,
 // keyed with a secret of this process so that it says nothing of the password.
-func (rt *redisTarget) fingerprint() string {
-	o := rt.options
+func redisFingerprint(rt *ledgerpool.RedisTarget) string {
+	o := rt.Options
 	mac := hmac.New(sha256.New, fingerprintKey)
 	fmt.Fprintf(mac, "%q %q %v %v %v %v %v", o.Password, o.SentinelPassword, o.TLSConfig != nil,
 		o.IsClusterMode, o.DialTimeout, o.ReadTimeout, o.WriteTimeout)
 	return hex.EncodeToString(mac.Sum(nil)[:12])
 }
 
-// fingerprintKey keys fingerprint, drawn once per process.
+// fingerprintKey keys redisFingerprint, drawn once per process.
 var fingerprintKey = func() []byte {
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {

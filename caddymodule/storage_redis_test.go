@@ -9,6 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/hookgate/hookgate/caddymodule/ledgerpool"
 )
 
 func TestUnmarshalCaddyfileRedisStorage(t *testing.T) {
@@ -136,19 +137,19 @@ func TestRedisStorageOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := target.redis.options
+	o := target.Redis.Options
 	if !reflect.DeepEqual(o.Addrs, []string{"10.0.0.2:7000"}) || o.DB != 5 || o.Username != "ops" || o.Password != "pw-options" ||
 		o.TLSConfig == nil || o.IsClusterMode || o.MasterName != "" {
 		t.Fatalf("options %+v", o)
 	}
-	if o.DialTimeout != defaultRedisDialTimeout || o.ReadTimeout != defaultRedisReadTimeout || o.WriteTimeout != defaultRedisWriteTimeout || o.MaxRetries != redisMaxRetries {
+	if o.DialTimeout != ledgerpool.DefaultRedisDialTimeout || o.ReadTimeout != ledgerpool.DefaultRedisReadTimeout || o.WriteTimeout != ledgerpool.DefaultRedisWriteTimeout || o.MaxRetries != ledgerpool.NewRedisOptions().MaxRetries {
 		t.Fatalf("timeouts %v %v %v, retries %d", o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetries)
 	}
-	if target.scope != "redis://ops@10.0.0.2:7000/5 prefix hookgate" || target.name != "redis://10.0.0.2:7000/5 prefix hookgate" || target.redis.prefix != "hookgate" {
-		t.Fatalf("scope %q, name %q, prefix %q", target.scope, target.name, target.redis.prefix)
+	if target.Scope != "redis://ops@10.0.0.2:7000/5 prefix hookgate" || target.Name != "redis://10.0.0.2:7000/5 prefix hookgate" || target.Redis.Prefix != "hookgate" {
+		t.Fatalf("scope %q, name %q, prefix %q", target.Scope, target.Name, target.Redis.Prefix)
 	}
-	if strings.Contains(target.key, "pw-options") {
-		t.Fatalf("the pool key shows the password: %q", target.key)
+	if strings.Contains(target.Key, "pw-options") {
+		t.Fatalf("the pool key shows the password: %q", target.Key)
 	}
 
 	// The seeds' order does not make another store; another prefix does.
@@ -158,7 +159,7 @@ func TestRedisStorageOptions(t *testing.T) {
 	ta, _ := a.storeTarget()
 	tb, _ := b.storeTarget()
 	tc, _ := c.storeTarget()
-	if ta.key != tb.key || ta.key == tc.key || !ta.redis.options.IsClusterMode {
-		t.Fatalf("identities %q %q %q", ta.key, tb.key, tc.key)
+	if ta.Key != tb.Key || ta.Key == tc.Key || !ta.Redis.Options.IsClusterMode {
+		t.Fatalf("identities %q %q %q", ta.Key, tb.Key, tc.Key)
 	}
 }

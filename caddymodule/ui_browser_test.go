@@ -66,36 +66,26 @@ func adminPost(t *testing.T, path, origin string) (int, string) {
 // listingStore counts the listings the admin API asks of the store: with their requests (List,
 // which on Badger reads each event's body) and without (ListDeliveries).
 type listingStore struct {
-	store
+	queueLedger
 	withBodies, deliveries atomic.Int64
 }
 
 func (l *listingStore) List(ctx context.Context, ns string, state dedupe.State, after dedupe.Cursor, limit int) ([]*dedupe.Event, error) {
 	l.withBodies.Add(1)
-	return l.store.List(ctx, ns, state, after, limit)
+	return l.queueLedger.List(ctx, ns, state, after, limit)
 }
 
 func (l *listingStore) ListDeliveries(ctx context.Context, ns string, state dedupe.State, after dedupe.Cursor, limit int) ([]*dedupe.Event, error) {
 	l.deliveries.Add(1)
-	return l.store.ListDeliveries(ctx, ns, state, after, limit)
+	return l.queueLedger.ListDeliveries(ctx, ns, state, after, limit)
 }
 
-// countListings wraps the test ledger's store in a listingStore until the test ends.
-func countListings(t *testing.T) *listingStore {
-	pool, err := acquireLedger(badgerTarget(storageDir), defaultMinFree)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool.mu.Lock()
-	healthy := pool.ledger
-	counting := &listingStore{store: healthy}
-	pool.ledger = counting
-	pool.mu.Unlock()
-	t.Cleanup(func() {
-		pool.mu.Lock()
-		pool.ledger = healthy
-		pool.mu.Unlock()
-		pool.release()
+// countListings wraps the route's queue in a listingStore until the test ends.
+func countListings(t *testing.T, route string) *listingStore {
+	var counting *listingStore
+	swapQueue(t, route, func(healthy queueLedger) queueLedger {
+		counting = &listingStore{queueLedger: healthy}
+		return counting
 	})
 	return counting
 }
@@ -170,7 +160,7 @@ func TestDeadLetterPageInBrowser(t *testing.T) {
 		t.Fatalf("the page opened on the admin API itself: %d %q (%v), want Caddy's 403 for a missing origin", resp.Status, direct, err)
 	}
 
-	listings := countListings(t)
+	listings := countListings(t, "uipage")
 	link := startUIProxy(t)
 	row := func(id string) chromedp.CSS { return chromedp.CSS(`#dead tr[data-id="` + id + `"]`) }
 	if err := chromedp.Do(browser,

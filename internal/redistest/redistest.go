@@ -208,6 +208,18 @@ func StartCluster(dir string, masters int, config ...string) (*Cluster, error) {
 	return c, nil
 }
 
+// Run starts a server for t under its temporary directory with config's extra lines, and kills
+// it when t ends. It fails t if the server does not start.
+func Run(t testing.TB, config ...string) *Server {
+	t.Helper()
+	srv, err := Start(filepath.Join(t.TempDir(), "redis"), config...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Kill)
+	return srv
+}
+
 // DurableCluster starts a 3-master Cluster for t under its temporary directory, each node Durable
 // (an fsync before each reply), waits until every node reports the cluster ok, and stops it when
 // t ends. It fails t if the cluster does not start.

@@ -1,4 +1,4 @@
-package caddymodule
+package ledgerpool
 
 import (
 	"context"
@@ -54,8 +54,8 @@ func TestWatermarkKeepsItsStateWhenStatfsFails(t *testing.T) {
 	f.pool.disk.free = func(string) (uint64, error) { return 0, errors.New("injected: statfs failed") }
 	f.set(0)
 	id := "evt_statfs_failed"
-	if _, err := f.pool.Accept(ctx, dedupe.Claim{Namespace: "q", ID: id}, queued(id), time.Hour); !errors.Is(err, errDiskLow) {
-		t.Fatalf("accept on a low disk whose statfs then failed: %v, want errDiskLow", err)
+	if _, err := f.pool.Accept(ctx, dedupe.Claim{Namespace: "q", ID: id}, queued(id), time.Hour); !errors.Is(err, ErrDiskLow) {
+		t.Fatalf("accept on a low disk whose statfs then failed: %v, want ErrDiskLow", err)
 	}
 	if n := f.count(zap.InfoLevel, "back above min_free"); n != 0 {
 		t.Fatalf("%d INFO lines saying space is back, from a failed statfs", n)

@@ -1,4 +1,4 @@
-package caddymodule
+package ledgerpool
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // core) holds each request much longer: it waits for a connection (PoolTimeout, read timeout
 // + 1 s), is retried, waits again, so the provider times out instead of getting its 503.
 func TestHungRedisAnswers503WithinTwiceReadTimeout(t *testing.T) {
-	srv := startRedis(t, redistest.Durable...)
+	srv := redistest.Run(t, redistest.Durable...)
 	pool, _ := newTestRedisPool(t, srv.Addr)
 	ctx := context.Background()
 	if _, err := pool.Claim(ctx, dedupe.Claim{Namespace: "r", ID: "warm", Lease: time.Minute}); err != nil {
@@ -30,7 +30,7 @@ func TestHungRedisAnswers503WithinTwiceReadTimeout(t *testing.T) {
 	t.Cleanup(func() { _ = syscall.Kill(srv.Pid(), syscall.SIGCONT) })
 
 	const inFlight = 60
-	bound := 2*defaultRedisReadTimeout + time.Second // "about twice", with room for a loaded machine
+	bound := 2*DefaultRedisReadTimeout + time.Second // "about twice", with room for a loaded machine
 	var mu sync.Mutex
 	var worst time.Duration
 	answers := map[string]int{}

@@ -1,11 +1,9 @@
-package caddymodule
+package ledgerpool
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,7 +22,7 @@ import (
 // fakeDisk is a pool whose filesystem reports the free space the test sets, and whose log the
 // test reads.
 type fakeDisk struct {
-	pool  *pooledLedger
+	pool  *Ledger
 	free  atomic.Uint64
 	reads atomic.Int64
 	logs  *observer.ObservedLogs
@@ -67,11 +65,11 @@ func (f *fakeDisk) count(level zapcore.Level, contains string) int {
 	return n
 }
 
-func wantUnavailable(t *testing.T, what string, err error, want *unavailableError) {
+func wantUnavailable(t *testing.T, what string, err error, want *Unavailable) {
 	t.Helper()
-	var got *unavailableError
+	var got *Unavailable
 	if !errors.As(err, &got) || got != want {
-		t.Fatalf("%s: got %v, want the refusal %q", what, err, want.reason)
+		t.Fatalf("%s: got %v, want the refusal %q", what, err, want.Reason)
 	}
 }
 
@@ -100,9 +98,9 @@ func TestDiskWatermarkRefusesOnlyNewWork(t *testing.T) {
 	for i := range 50 {
 		id := fmt.Sprintf("evt_low_%d", i)
 		_, err := p.Accept(ctx, dedupe.Claim{Namespace: "q", ID: id}, queued(id), time.Hour)
-		wantUnavailable(t, "accept below min_free", err, errDiskLow)
+		wantUnavailable(t, "accept below min_free", err, ErrDiskLow)
 		_, err = p.Claim(ctx, dedupe.Claim{Namespace: "s", ID: id, Lease: time.Minute})
-		wantUnavailable(t, "sync claim below min_free", err, errDiskLow)
+		wantUnavailable(t, "sync claim below min_free", err, ErrDiskLow)
 	}
 	leased, err := p.Lease(ctx, "q", time.Now(), 10, time.Minute)
 	if err != nil || len(leased) != 1 {
@@ -123,8 +121,8 @@ func TestDiskWatermarkRefusesOnlyNewWork(t *testing.T) {
 	}
 
 	f.set(testMinFree) // back at min_free: still low, so that free space wobbling there does not flap
-	if _, err := p.Accept(ctx, dedupe.Claim{Namespace: "q", ID: "evt_at_min_free"}, queued("evt_at_min_free"), time.Hour); !errors.Is(err, errDiskLow) {
-		t.Fatalf("accept at exactly min_free after being below it: %v, want errDiskLow until a quarter above", err)
+	if _, err := p.Accept(ctx, dedupe.Claim{Namespace: "q", ID: "evt_at_min_free"}, queued("evt_at_min_free"), time.Hour); !errors.Is(err, ErrDiskLow) {
+		t.Fatalf("accept at exactly min_free after being below it: %v, want ErrDiskLow until a quarter above", err)
 	}
 	f.set(testMinFree + testMinFree/4)
 	if out, err := p.Accept(ctx, dedupe.Claim{Namespace: "q", ID: "evt_after"}, queued("evt_after"), time.Hour); err != nil || out != dedupe.Claimed {
@@ -162,7 +160,7 @@ func TestLedgerStaysClosedOnFullDiskUntilSpaceIsFreed(t *testing.T) {
 		_, err := f.pool.Lease(ctx, "q", time.Now(), 10, time.Minute)
 		wantUnavailable(t, "lease on a full disk", err, errDiskFull)
 		_, err = f.pool.Accept(ctx, dedupe.Claim{Namespace: "q", ID: "evt_full"}, queued("evt_full"), time.Hour)
-		wantUnavailable(t, "accept on a full disk", err, errDiskLow)
+		wantUnavailable(t, "accept on a full disk", err, ErrDiskLow)
 		f.set(0)
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
@@ -224,23 +222,5 @@ func TestLockedLedgerDirectoryNamesItsHolderOnce(t *testing.T) {
 	}
 	if out, err := f.pool.Accept(ctx, dedupe.Claim{Namespace: "q", ID: "evt_locked"}, queued("evt_locked"), time.Hour); err != nil || out != dedupe.Claimed {
 		t.Fatalf("accept once the holder let go: %v %v", out, err)
-	}
-}
-
-// What the provider sees of a refusal: 503, Retry-After and the reason in words; no log line per
-// request (the cause was logged once).
-func TestUnavailableLedgerAnswers503WithReason(t *testing.T) {
-	core, logs := observer.New(zap.InfoLevel)
-	h := &Handler{Name: "r", logger: zap.New(core)}
-	for _, cause := range []*unavailableError{errDiskLow, errDiskFull, errLedgerLocked} {
-		rec := httptest.NewRecorder()
-		out := newOutcome(rec, httptest.NewRequest(http.MethodPost, "/hooks", nil))
-		answered, _ := h.answerUnlessNew(out, "accept", 0, fmt.Errorf("wrapped: %w", cause))
-		if !answered || rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" || !strings.Contains(rec.Body.String(), cause.reason) {
-			t.Fatalf("%s: got %d Retry-After %q %s", cause.reason, rec.Code, rec.Header().Get("Retry-After"), rec.Body)
-		}
-	}
-	if logs.Len() != 0 {
-		t.Fatalf("refusals logged per request: %v", logs.All())
 	}
 }

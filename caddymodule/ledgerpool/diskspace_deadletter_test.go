@@ -1,4 +1,4 @@
-package caddymodule
+package ledgerpool
 
 import (
 	"context"

@@ -1,6 +1,7 @@
-package caddymodule
+package ledgerpool
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 	"sync"
@@ -11,7 +12,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// defaultMinFree is the free space on the ledger's filesystem below which new events are
+// DefaultMinFree is the free space on the ledger's filesystem below which new events are
 // refused. Badger maps its files and creates them sparse (ftruncate, no fallocate), so the disk
 // gives each page only when it is first written; a page it cannot give kills the process with
 // SIGBUS. What still writes while accepts are refused must therefore fit in what is left:
@@ -26,7 +27,7 @@ import (
 //     copied body: covered by the rounding up.
 //
 // 62 MiB, rounded up to 64 MiB (see options.go in dedupe for the sizes).
-const defaultMinFree = 64 << 20
+const DefaultMinFree = 64 << 20
 
 // diskCheckInterval is how long a free-space reading is trusted: one statfs per interval per
 // directory, not one per request.
@@ -62,15 +63,15 @@ func (w *diskWatermark) setMinFree(minFree uint64) {
 	w.checkedAt = time.Time{} // judge the next call by the new threshold
 }
 
-// errDiskLow is what refused work answers; the numbers are in the log, not in the provider's
+// ErrDiskLow is what refused work answers; the numbers are in the log, not in the provider's
 // answer.
-var errDiskLow = &unavailableError{reason: "the ledger's disk is nearly full: new events are refused until space is freed"}
+var ErrDiskLow = &Unavailable{Reason: "the ledger's disk is nearly full: new events are refused until space is freed"}
 
-// admit returns errDiskLow while the disk is low: from when free space falls below minFree
+// admit returns ErrDiskLow while the disk is low: from when free space falls below minFree
 // until it is back above minFree plus a quarter (see read).
 func (w *diskWatermark) admit() error {
 	if w.isLow() {
-		return errDiskLow
+		return ErrDiskLow
 	}
 	return nil
 }
@@ -152,8 +153,48 @@ func statfsFree(dir string) (uint64, error) {
 	}
 }
 
-// unavailableError is a refusal whose cause the pool logs once (not per request): its reason, in
-// words and without paths or numbers, is the 503's body.
-type unavailableError struct{ reason string }
+// Unavailable is a refusal whose cause the pool logs once (not per request).
+type Unavailable struct {
+	// Reason, in words and without paths or numbers, is the 503's body.
+	Reason string
+}
 
-func (e *unavailableError) Error() string { return "ledger unavailable: " + e.reason }
+func (e *Unavailable) Error() string { return "ledger unavailable: " + e.Reason }
+
+// reclaimEvery is the least time between two reclaims while the disk stays below its watermark:
+// each one compacts and rewrites, which is worth it only once more has been delivered.
+const reclaimEvery = 10 * time.Second
+
+// reclaimWhileLow asks the open store to give back the space of delivered bodies now
+// (badgerstore.Store.Reclaim), in the background, when the disk is below its watermark. Without
+// it a drained backlog's space comes back only when Badger compacts on its own, which a
+// refused-accepts gateway may never do, so accepts would stay refused.
+func (p *Ledger) reclaimWhileLow() {
+	if p.disk.admit() == nil {
+		return
+	}
+	p.mu.Lock()
+	l, ok := p.ledger.(reclaimer)
+	if !ok || p.reclaiming || time.Since(p.reclaimedAt) < reclaimEvery {
+		p.mu.Unlock()
+		return
+	}
+	p.reclaiming = true
+	p.mu.Unlock()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		began := time.Now()
+		err := l.Reclaim(ctx)
+		p.mu.Lock()
+		p.reclaiming, p.reclaimedAt = false, time.Now()
+		p.mu.Unlock()
+		if err != nil {
+			p.logger.Warn("reclaiming the ledger's disk space failed", zap.String("dir", p.dir), zap.Error(err))
+			return
+		}
+		avail, _ := p.disk.free(p.dir)
+		p.logger.Info("reclaimed the ledger's disk space of delivered events", zap.String("dir", p.dir),
+			zap.Duration("took", time.Since(began)), zap.Uint64("free_bytes", avail))
+	}()
+}

@@ -1,10 +1,8 @@
-package caddymodule
+package ledgerpool
 
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,27 +14,16 @@ import (
 	"github.com/hookgate/hookgate/internal/redistest"
 )
 
-// The issue: "username/password ({env.*}/{file.*}, never logged or shown in /config/)". A
-// username read from a secrets file must not show in the log lines the pool writes: the
-// persistence check's line at first use, the outage's ERROR and the recovery's INFO.
+// The Redis username (which an operator may read from a secrets file) and password must not show
+// in the log lines the pool writes: the persistence check's line at first use, the outage's
+// ERROR and the recovery's INFO. The store's Name, which logs show, leaves the user out.
 func TestRedisUsernameFromFileNeverLogged(t *testing.T) {
 	const user, password = "svc-user-5e0c41", "pw-3a9d77"
-	srv := startRedis(t, append([]string{"user " + user + " on >" + password + " ~* &* +@all"}, redistest.Durable...)...)
-	dir := t.TempDir()
-	userFile, pwFile := filepath.Join(dir, "user"), filepath.Join(dir, "pw")
-	if err := os.WriteFile(userFile, []byte(user), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(pwFile, []byte(password), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	h := Handler{Storage: &Storage{Backend: "redis", URLs: []string{"redis://" + srv.Addr},
-		Username: "{file." + userFile + "}", Password: "{file." + pwFile + "}", Prefix: "secrets"}}
-	target, err := h.storeTarget()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := newRedisPool(target)
+	srv := redistest.Run(t, append([]string{"user " + user + " on >" + password + " ~* &* +@all"}, redistest.Durable...)...)
+	opts := NewRedisOptions()
+	opts.Addrs, opts.Username, opts.Password = []string{srv.Addr}, user, password
+	name := "redis://" + srv.Addr + "/0 prefix secrets"
+	pool := newRedisPool(Target{Key: name + " " + user, Scope: name + " " + user, Name: name, Redis: &RedisTarget{Options: opts, Prefix: "secrets"}})
 	core, logs := observer.New(zap.DebugLevel)
 	pool.logger = zap.New(core)
 	t.Cleanup(func() { pool.Destruct() })

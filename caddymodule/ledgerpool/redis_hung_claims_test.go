@@ -1,4 +1,4 @@
-package caddymodule
+package ledgerpool
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // goroutines must end, and the claims the 503'd requests queued must not hold their events:
 // the provider's retry must be claimable, not refused as still being processed.
 func TestHungRedisDeadlineLeavesNoClaimBehind(t *testing.T) {
-	srv := startRedis(t, redistest.Durable...)
+	srv := redistest.Run(t, redistest.Durable...)
 	pool, _ := newTestRedisPool(t, srv.Addr)
 	ctx := context.Background()
 	if _, err := pool.Claim(ctx, dedupe.Claim{Namespace: "r", ID: "warm", Lease: time.Minute}); err != nil {

@@ -1,4 +1,4 @@
-package caddymodule
+package ledgerpool
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 // out again at once, well within their leases: two concurrent deliveries of one event.
 func TestReopenedStoreKeepsLiveLeases(t *testing.T) {
 	dir := t.TempDir()
-	pool := newPooledLedger(dir, defaultMinFree)
+	pool := newPooledLedger(dir, DefaultMinFree)
 	defer pool.Destruct()
 	ctx := context.Background()
 	ev := &dedupe.Event{ID: "evt_leased", Method: "POST", URI: "/hooks", Body: []byte("{}")}
@@ -26,7 +26,7 @@ func TestReopenedStoreKeepsLiveLeases(t *testing.T) {
 	if err != nil || len(first) != 1 {
 		t.Fatalf("first lease: %d events, %v", len(first), err)
 	}
-	// A write of the store fails (as in TestFailedLedgerAnswers503ThenReopens): the pool closes
+	// A write of the store fails (as in TestFailedLedgerRefusesThenReopensFromDisk): the pool closes
 	// and reopens it while the worker holding the lease is still delivering.
 	pool.mu.Lock()
 	pool.ledger = &failedStore{store: pool.ledger}

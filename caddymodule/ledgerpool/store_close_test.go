@@ -1,4 +1,4 @@
-package caddymodule
+package ledgerpool
 
 import (
 	"context"
@@ -85,18 +85,17 @@ func closeUnderStrandedScan(t *testing.T) {
 		t.Fatal(err)
 	}
 	scan := &observedScan{store: &badgerStore{opened}, entered: make(chan struct{})}
-	pool := newPooledLedger(dir, defaultMinFree)
+	pool := newPooledLedger(dir, DefaultMinFree)
 	pool.ledger = scan
-	app := &App{routes: map[routeKey]*appRoute{}, logger: zap.NewNop()}
 	scanned := make(chan struct{})
 	go func() {
 		defer close(scanned)
-		app.warnStranded(pool, map[string]bool{})
+		pool.WarnStranded(zap.NewNop(), map[string]bool{})
 	}()
 	select {
 	case <-scan.entered:
 	case <-scanned:
-		t.Fatal("warnStranded ended without scanning the store")
+		t.Fatal("WarnStranded ended without scanning the store")
 	case <-time.After(time.Minute):
 		t.Fatal("the scan never started")
 	}

@@ -1,4 +1,9 @@
-package caddymodule
+// Package ledgerpool keeps hookgate's ledgers open across Caddy config reloads: one store per
+// Badger directory or Redis client, shared by every route and config that uses it, opened on
+// first use, reopened from disk after a failed write, refusing new events while its disk is
+// nearly full, and telling a Redis outage from an answer. It uses Caddy's UsagePool and logger
+// only; the routes (caddymodule) turn its refusals into 503s, log lines and metrics.
+package ledgerpool
 
 import (
 	"context"
@@ -9,13 +14,43 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/dustin/go-humanize"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/dedupe/badgerstore"
 )
 
-// ledgers holds one open store per storeTarget.key (Badger's absolute directory, or Redis's
+// Target is where a route's ledger lives: a Badger directory, or a Redis store.
+type Target struct {
+	// Key is the pool's key: Badger's absolute directory, or for Redis its scope and a
+	// fingerprint of every client setting (password, TLS, timeouts…), so that a reload changing
+	// one gets a client with the new settings. It is never logged.
+	Key string
+	// Scope is the data the routes' names share: Badger's directory, or Redis's addresses, db,
+	// user and prefix; two routes of one name in one scope would mix their events.
+	Scope string
+	// Name is how logs and errors name the store: Scope without Redis's user.
+	Name string
+	// Dir is Badger's directory; "" for Redis.
+	Dir string
+	// Redis is how to reach the Redis store; nil for Badger.
+	Redis *RedisTarget
+}
+
+// RedisTarget is a Redis store's client settings, secrets expanded.
+type RedisTarget struct {
+	Options *redis.UniversalOptions
+	// Prefix starts every key the store writes.
+	Prefix string
+}
+
+// BadgerTarget is the Target of a Badger directory.
+func BadgerTarget(dir string) Target {
+	return Target{Key: dir, Scope: dir, Name: dir, Dir: dir}
+}
+
+// ledgers holds one open store per Target.Key (Badger's absolute directory, or Redis's
 // addresses, db, user, prefix and client settings) across config reloads: Caddy provisions the new config
 // before cleaning up the old one, and Badger locks its directory, so the two configs must share
 // one handle rather than each open their own; a Redis store's configs share one client.
@@ -25,7 +60,7 @@ var ledgers = caddy.NewUsagePool()
 // meanwhile requests are answered 503 at once rather than each trying to open the store.
 const reopenDelay = 2 * time.Second
 
-// pooledLedger opens its store on first use, not at provision time, so that `caddy validate` (a
+// Ledger opens its store on first use, not at provision time, so that `caddy validate` (a
 // separate process) can provision a config while the server holds the directory's lock.
 //
 // A store that failed a write (badgerstore.ErrStoreFailed) refuses everything; the pool then closes it
@@ -37,14 +72,16 @@ const reopenDelay = 2 * time.Second
 //
 // A Redis store (redispool.go) has neither: it is opened once, and while Redis cannot be reached
 // its calls fail with errRedisDown until it answers again.
-type pooledLedger struct {
-	key    string         // the pool's key (storeTarget.key); never logged
-	scope  string         // the data the routes' names share (storeTarget.scope)
-	name   string         // the store in logs and errors (storeTarget.name)
+type Ledger struct {
+	key    string         // the pool's key (Target.Key); never logged
+	scope  string         // the data the routes' names share (Target.Scope)
+	name   string         // the store in logs and errors (Target.Name)
 	dir    string         // Badger's directory; "" for Redis
 	disk   *diskWatermark // Badger only; nil (never low) for Redis
-	redis  *redisTarget   // Redis only
+	redis  *RedisTarget   // Redis only
 	logger *zap.Logger
+	// commits is told of each group commit of a Badger store (for metrics); nil tells no one.
+	commits badgerstore.CommitObserver
 
 	mu     sync.Mutex
 	ledger store
@@ -99,41 +136,76 @@ type reclaimer interface {
 // badgerStore is an open Badger ledger as a store.
 type badgerStore struct{ *badgerstore.Store }
 
+// observed is an open Badger ledger whose group commits the pool's observer is told of.
+func (p *Ledger) observed(l *badgerstore.Store) *badgerStore {
+	if p.commits != nil {
+		l.ObserveCommits(p.commits)
+	}
+	return &badgerStore{l}
+}
+
 // Pending is the namespace's backlog, from Badger's counter.
 func (b *badgerStore) Pending(_ context.Context, namespace string) (int, error) {
 	return b.Store.Pending(namespace), nil
 }
 
-// acquireLedger returns the store's pool entry, creating it (for Badger with minFree as its
-// disk watermark; a running entry keeps its watermark until the config that uses it starts:
-// App.Start sets it).
-func acquireLedger(target storeTarget, minFree uint64) (*pooledLedger, error) {
-	val, _, err := ledgers.LoadOrNew(target.key, func() (caddy.Destructor, error) {
-		if target.redis != nil {
+// Acquire returns the store's pool entry, creating it (for Badger with minFree as its
+// disk watermark, and commits told of its group commits; a running entry keeps its watermark
+// until the config that uses it starts and calls SetMinFree). Each Acquire is paired with a
+// Detach.
+func Acquire(target Target, minFree uint64, commits badgerstore.CommitObserver) (*Ledger, error) {
+	val, _, err := ledgers.LoadOrNew(target.Key, func() (caddy.Destructor, error) {
+		if target.Redis != nil {
 			return newRedisPool(target), nil
 		}
-		return newPooledLedger(target.dir, minFree), nil
+		p := newPooledLedger(target.Dir, minFree)
+		p.commits = commits
+		return p, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("ledger %s: %w", target.name, err)
+		return nil, fmt.Errorf("ledger %s: %w", target.Name, err)
 	}
-	return val.(*pooledLedger), nil
+	return val.(*Ledger), nil
 }
 
-func newPooledLedger(dir string, minFree uint64) *pooledLedger {
+func newPooledLedger(dir string, minFree uint64) *Ledger {
 	logger := caddy.Log().Named("hookgate")
-	return &pooledLedger{key: dir, scope: dir, name: dir, dir: dir, logger: logger, disk: &diskWatermark{dir: dir, free: statfsFree, minFree: minFree, logger: logger}}
+	return &Ledger{key: dir, scope: dir, name: dir, dir: dir, logger: logger, disk: &diskWatermark{dir: dir, free: statfsFree, minFree: minFree, logger: logger}}
 }
 
-// release drops one config's reference; the last one closes the store.
-func (p *pooledLedger) release() error {
+// Detach drops one config's reference; the last one closes the store.
+func (p *Ledger) Detach() error {
 	_, err := ledgers.Delete(p.key)
 	return err
 }
 
+// Key is the pool's key (Target.Key); never log it.
+func (p *Ledger) Key() string { return p.key }
+
+// Scope is the data the routes' names share (Target.Scope).
+func (p *Ledger) Scope() string { return p.scope }
+
+// Name is the store in logs and errors (Target.Name).
+func (p *Ledger) Name() string { return p.name }
+
+// SetMinFree sets the free space below which new events are refused, e.g. when a reload
+// changes min_free. A Redis store has no disk to watch.
+func (p *Ledger) SetMinFree(minFree uint64) { p.disk.setMinFree(minFree) }
+
+// DiskFree reports the free space of a Badger store's filesystem (a reading at most
+// diskCheckInterval old) and whether new events are refused for want of it; ok is false for
+// Redis.
+func (p *Ledger) DiskFree() (avail uint64, low, ok bool) {
+	if p.disk == nil {
+		return 0, false, false
+	}
+	avail, _, low = p.disk.read()
+	return avail, low, true
+}
+
 // Destruct closes the store when no config uses it any more, and waits for a failed one being
 // closed, so the directory's lock is free when it returns.
-func (p *pooledLedger) Destruct() error {
+func (p *Ledger) Destruct() error {
 	p.mu.Lock()
 	p.closed = true
 	l, retiring := p.ledger, p.retiring
@@ -151,7 +223,7 @@ func (p *pooledLedger) Destruct() error {
 // open returns the store, opening it if needed. A failed open, or a store that failed, is retried
 // on a request reopenDelay later, so a transient problem (another process still holding the lock,
 // a disk that refused a write) does not stick, and a lasting one costs no open per request.
-func (p *pooledLedger) open() (store, error) {
+func (p *Ledger) open() (store, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -206,20 +278,20 @@ func (p *pooledLedger) open() (store, error) {
 
 // logUnavailable logs why the store cannot be opened, once per cause rather than once per
 // request or retry. The caller holds p.mu.
-func (p *pooledLedger) logUnavailable(cause *unavailableError, fields ...zap.Field) {
-	if p.unavailable == cause.reason {
+func (p *Ledger) logUnavailable(cause *Unavailable, fields ...zap.Field) {
+	if p.unavailable == cause.Reason {
 		return
 	}
-	p.unavailable = cause.reason
-	p.logger.Error("ledger not opened: "+cause.reason+"; hookgate routes answer 503 until it opens",
+	p.unavailable = cause.Reason
+	p.logger.Error("ledger not opened: "+cause.Reason+"; hookgate routes answer 503 until it opens",
 		append([]zap.Field{zap.String("dir", p.dir)}, fields...)...)
 }
 
 // unavailableOr is err, or while the store cannot be opened for a cause already logged, that
 // cause: a request between two tries is refused for the same reason. The caller holds p.mu.
-func (p *pooledLedger) unavailableOr(err error) error {
-	for _, cause := range []*unavailableError{errDiskFull, errLedgerLocked} {
-		if p.unavailable == cause.reason {
+func (p *Ledger) unavailableOr(err error) error {
+	for _, cause := range []*Unavailable{errDiskFull, errLedgerLocked} {
+		if p.unavailable == cause.Reason {
 			return cause
 		}
 	}
@@ -229,7 +301,7 @@ func (p *pooledLedger) unavailableOr(err error) error {
 // openStore opens the directory: afresh, or after a store of this process failed, with
 // badgerstore.Reopen, which leaves the leases its deliverers still hold and the sync-mode
 // claims of requests still with the app as they are, so neither is handed out twice.
-func (p *pooledLedger) openStore() (store, error) {
+func (p *Ledger) openStore() (store, error) {
 	var previous *badgerstore.Store
 	for s := p.failed; s != nil && previous == nil; {
 		switch f := s.(type) {
@@ -246,20 +318,20 @@ func (p *pooledLedger) openStore() (store, error) {
 		if err != nil {
 			return nil, err
 		}
-		return observedBadger(l), nil
+		return p.observed(l), nil
 	}
 	l, err := badgerstore.Reopen(previous)
 	if err != nil {
 		return nil, err
 	}
 	p.failed = nil
-	return observedBadger(l), nil
+	return p.observed(l), nil
 }
 
 // retire takes the failed store out of use and closes it in the background: Badger's Close
 // writes out its memtable, which on a failing disk may take long, and meanwhile requests are
 // answered 503 at once. The caller holds p.mu.
-func (p *pooledLedger) retire(cause error) {
+func (p *Ledger) retire(cause error) {
 	failed := p.ledger
 	p.ledger, p.failed = nil, failed
 	p.notBefore = time.Now().Add(reopenDelay)
@@ -279,14 +351,14 @@ func (p *pooledLedger) retire(cause error) {
 var (
 	errLedgerClosed    = errors.New("ledger closed")
 	errLedgerReopening = errors.New("ledger failed; it is being reopened")
-	errDiskFull        = &unavailableError{reason: "the ledger's disk is full: it opens once space is freed"}
-	errLedgerLocked    = &unavailableError{reason: "the ledger's directory is locked by another process"}
+	errDiskFull        = &Unavailable{Reason: "the ledger's disk is full: it opens once space is freed"}
+	errLedgerLocked    = &Unavailable{Reason: "the ledger's directory is locked by another process"}
 )
 
 // Claim implements dedupe.Ledger.
 // A claim is refused while the disk is below its watermark: the app must not get an event whose
 // done may not be recorded.
-func (p *pooledLedger) Claim(ctx context.Context, c dedupe.Claim) (dedupe.Outcome, error) {
+func (p *Ledger) Claim(ctx context.Context, c dedupe.Claim) (dedupe.Outcome, error) {
 	if err := p.disk.admit(); err != nil {
 		p.reclaimWhileLow()
 		return 0, err
@@ -299,7 +371,7 @@ func (p *pooledLedger) Claim(ctx context.Context, c dedupe.Claim) (dedupe.Outcom
 }
 
 // Done implements dedupe.Ledger.
-func (p *pooledLedger) Done(ctx context.Context, c dedupe.Claim, ttl time.Duration) error {
+func (p *Ledger) Done(ctx context.Context, c dedupe.Claim, ttl time.Duration) error {
 	l, err := p.open()
 	if err != nil {
 		return err
@@ -308,7 +380,7 @@ func (p *pooledLedger) Done(ctx context.Context, c dedupe.Claim, ttl time.Durati
 }
 
 // Release implements dedupe.Ledger.
-func (p *pooledLedger) Release(ctx context.Context, c dedupe.Claim) error {
+func (p *Ledger) Release(ctx context.Context, c dedupe.Claim) error {
 	l, err := p.open()
 	if err != nil {
 		return err
@@ -317,12 +389,12 @@ func (p *pooledLedger) Release(ctx context.Context, c dedupe.Claim) error {
 }
 
 // Close is a no-op: the pool closes the store when its last config lets go.
-func (p *pooledLedger) Close() error { return nil }
+func (p *Ledger) Close() error { return nil }
 
 // Accept implements dedupe.Outbox.
 // It is refused while the disk is below its watermark, so that what is already queued can
 // still be delivered.
-func (p *pooledLedger) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, ttl time.Duration) (dedupe.Outcome, error) {
+func (p *Ledger) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, ttl time.Duration) (dedupe.Outcome, error) {
 	if err := p.disk.admit(); err != nil {
 		p.reclaimWhileLow()
 		return 0, err
@@ -335,7 +407,7 @@ func (p *pooledLedger) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Ev
 }
 
 // Lease implements dedupe.Outbox.
-func (p *pooledLedger) Lease(ctx context.Context, ns string, now time.Time, n int, lease time.Duration) ([]*dedupe.Event, error) {
+func (p *Ledger) Lease(ctx context.Context, ns string, now time.Time, n int, lease time.Duration) ([]*dedupe.Event, error) {
 	l, err := p.open()
 	if err != nil {
 		return nil, err
@@ -347,7 +419,7 @@ func (p *pooledLedger) Lease(ctx context.Context, ns string, now time.Time, n in
 // Update implements dedupe.Outbox.
 // Below the watermark an update to Dead is refused (dedupe.ErrNoRoom): a dead letter stores its
 // body again, and a backlog dead-lettered at once would write as much as filled the disk.
-func (p *pooledLedger) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration) error {
+func (p *Ledger) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration) error {
 	if ev.State == dedupe.Dead && p.disk.isLow() {
 		p.reclaimWhileLow()
 		return fmt.Errorf("dead-lettering %q: %w", ev.ID, dedupe.ErrNoRoom)
@@ -360,7 +432,7 @@ func (p *pooledLedger) Update(ctx context.Context, ev *dedupe.Event, keep time.D
 }
 
 // DeliveredVersion implements dedupe.Outbox.
-func (p *pooledLedger) DeliveredVersion(ctx context.Context, ns, entity string) (int64, bool, error) {
+func (p *Ledger) DeliveredVersion(ctx context.Context, ns, entity string) (int64, bool, error) {
 	l, err := p.open()
 	if err != nil {
 		return 0, false, err
@@ -369,7 +441,7 @@ func (p *pooledLedger) DeliveredVersion(ctx context.Context, ns, entity string) 
 }
 
 // Get implements dedupe.Outbox.
-func (p *pooledLedger) Get(ctx context.Context, ns, id string) (*dedupe.Event, error) {
+func (p *Ledger) Get(ctx context.Context, ns, id string) (*dedupe.Event, error) {
 	l, err := p.open()
 	if err != nil {
 		return nil, err
@@ -378,7 +450,7 @@ func (p *pooledLedger) Get(ctx context.Context, ns, id string) (*dedupe.Event, e
 }
 
 // List implements dedupe.Outbox.
-func (p *pooledLedger) List(ctx context.Context, ns string, state dedupe.State, after dedupe.Cursor, limit int) ([]*dedupe.Event, error) {
+func (p *Ledger) List(ctx context.Context, ns string, state dedupe.State, after dedupe.Cursor, limit int) ([]*dedupe.Event, error) {
 	l, err := p.open()
 	if err != nil {
 		return nil, err
@@ -387,7 +459,7 @@ func (p *pooledLedger) List(ctx context.Context, ns string, state dedupe.State, 
 }
 
 // ListDeliveries lists the route's events' deliveries, without their bodies.
-func (p *pooledLedger) ListDeliveries(ctx context.Context, ns string, state dedupe.State, after dedupe.Cursor, limit int) ([]*dedupe.Event, error) {
+func (p *Ledger) ListDeliveries(ctx context.Context, ns string, state dedupe.State, after dedupe.Cursor, limit int) ([]*dedupe.Event, error) {
 	l, err := p.open()
 	if err != nil {
 		return nil, err
@@ -396,7 +468,7 @@ func (p *pooledLedger) ListDeliveries(ctx context.Context, ns string, state dedu
 }
 
 // Pending is the route's backlog of undelivered events.
-func (p *pooledLedger) Pending(ctx context.Context, ns string) (int, error) {
+func (p *Ledger) Pending(ctx context.Context, ns string) (int, error) {
 	l, err := p.open()
 	if err != nil {
 		return 0, err
@@ -406,7 +478,7 @@ func (p *pooledLedger) Pending(ctx context.Context, ns string) (int, error) {
 
 // Replay implements dedupe.Outbox.
 // Below the watermark it is refused (dedupe.ErrNoRoom): a replay stores the body again.
-func (p *pooledLedger) Replay(ctx context.Context, ns, id string, now time.Time) error {
+func (p *Ledger) Replay(ctx context.Context, ns, id string, now time.Time) error {
 	if p.disk.isLow() {
 		return fmt.Errorf("replaying %q: %w", id, dedupe.ErrNoRoom)
 	}
@@ -419,7 +491,7 @@ func (p *pooledLedger) Replay(ctx context.Context, ns, id string, now time.Time)
 
 // Interface guards
 var (
-	_ caddy.Destructor = (*pooledLedger)(nil)
-	_ dedupe.Ledger    = (*pooledLedger)(nil)
-	_ dedupe.Outbox    = (*pooledLedger)(nil)
+	_ caddy.Destructor = (*Ledger)(nil)
+	_ dedupe.Ledger    = (*Ledger)(nil)
+	_ dedupe.Outbox    = (*Ledger)(nil)
 )

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/hookgate/hookgate/caddymodule/ledgerpool"
 	"github.com/hookgate/hookgate/dedupe"
 )
 
@@ -15,11 +16,11 @@ import (
 // start says so, once per namespace, with the count.
 func TestWarnsOfPendingEventsNoRouteDelivers(t *testing.T) {
 	dir := t.TempDir()
-	store, err := acquireLedger(badgerTarget(dir), defaultMinFree)
+	store, err := ledgerpool.Acquire(ledgerpool.BadgerTarget(dir), ledgerpool.DefaultMinFree, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.release()
+	defer store.Detach()
 	for _, id := range []string{"evt_1", "evt_2"} {
 		ev := &dedupe.Event{ID: id, Method: "POST", URI: "/hooks/x", Body: []byte("{}")}
 		if _, err := store.Accept(context.Background(), dedupe.Claim{Namespace: "before_rename", ID: id}, ev, time.Hour); err != nil {
@@ -29,7 +30,7 @@ func TestWarnsOfPendingEventsNoRouteDelivers(t *testing.T) {
 
 	core, logs := observer.New(zap.WarnLevel)
 	app := &App{routes: map[routeKey]*appRoute{}, logger: zap.New(core)}
-	if err := app.register(routeKey{store: dir, name: "after_rename"}, store, nil, defaultMinFree); err != nil {
+	if err := app.register(routeKey{store: dir, name: "after_rename"}, store, nil, ledgerpool.DefaultMinFree); err != nil {
 		t.Fatal(err)
 	}
 	if err := app.Start(); err != nil {

@@ -1,4 +1,4 @@
-package caddymodule
+package ledgerpool
 
 import (
 	"context"
@@ -18,22 +18,49 @@ import (
 	"github.com/hookgate/hookgate/dedupe/redisstore"
 )
 
+// The Redis client's defaults. Redis answers in well under a millisecond on a LAN, so a dial
+// or a reply taking seconds means it is down or hung: the provider is then answered 503 within
+// about 2 × the read timeout, before its own timeout (Shopify waits 5 s). An fsync of the
+// append-only file under load takes tens of milliseconds, far inside it.
+const (
+	DefaultRedisDialTimeout  = time.Second
+	DefaultRedisReadTimeout  = 2 * time.Second
+	DefaultRedisWriteTimeout = 2 * time.Second
+	// redisMaxRetries is the client's retries of a command after a network error: one covers
+	// a pooled connection that a Redis restart closed; more would only delay the 503.
+	redisMaxRetries = 1
+)
+
+// NewRedisOptions is a Redis client's options with the defaults the pool's outage handling
+// relies on; the caller sets where Redis is, who it is, and may change the timeouts.
+func NewRedisOptions() *redis.UniversalOptions {
+	return &redis.UniversalOptions{
+		DialTimeout:  DefaultRedisDialTimeout,
+		ReadTimeout:  DefaultRedisReadTimeout,
+		WriteTimeout: DefaultRedisWriteTimeout,
+		MaxRetries:   redisMaxRetries,
+		// Deadlines follow the context, which within bounds (redisbudget.go).
+		ContextTimeoutEnabled: true,
+		DialerRetries:         1, // the command's retry redials; the client's default 5 tries delay the 503
+	}
+}
+
 // errRedisDown is what every call answers while Redis cannot be reached: the routes on it answer
 // 503 with this reason, and the pool logs the outage once, not once per request.
-var errRedisDown = &unavailableError{reason: "the shared ledger (Redis) is unavailable"}
+var errRedisDown = &Unavailable{Reason: "the shared ledger (Redis) is unavailable"}
 
 // errRedisFull is Redis at maxmemory refusing a write (noeviction): new events are refused while
 // deliveries, which free memory, go on; it is not an outage.
-var errRedisFull = &unavailableError{reason: "the shared ledger (Redis) is out of memory: new events are accepted once deliveries free room"}
+var errRedisFull = &Unavailable{Reason: "the shared ledger (Redis) is out of memory: new events are accepted once deliveries free room"}
 
 // fullQuiet is how long no write may have been refused for want of memory before a Redis that
 // was full is logged as having room again: refusals of new events and recorded deliveries
 // interleave while it is full.
 const fullQuiet = 10 * time.Second
 
-func newRedisPool(target storeTarget) *pooledLedger {
+func newRedisPool(target Target) *Ledger {
 	quietRedisLog.Do(func() { redis.SetLogger(redisDebugLog{caddy.Log().Named("hookgate.redis")}) })
-	return &pooledLedger{key: target.key, scope: target.scope, name: target.name, redis: target.redis, logger: caddy.Log().Named("hookgate")}
+	return &Ledger{key: target.Key, scope: target.Scope, name: target.Name, redis: target.Redis, logger: caddy.Log().Named("hookgate")}
 }
 
 // quietRedisLog turns go-redis's own log lines, one per failed dial to stderr, into Caddy's
@@ -48,10 +75,10 @@ func (l redisDebugLog) Printf(_ context.Context, format string, v ...any) {
 
 // openRedis returns the Redis store, creating its client on first use; it does not connect
 // (go-redis dials on the first command), so it never fails. The caller holds p.mu.
-func (p *pooledLedger) openRedis() store {
+func (p *Ledger) openRedis() store {
 	if p.ledger == nil {
-		l := &redisLedger{name: p.name, logger: p.logger, budget: 2 * p.redis.options.ReadTimeout}
-		opts := *p.redis.options
+		l := &redisLedger{name: p.name, logger: p.logger, budget: 2 * p.redis.Options.ReadTimeout}
+		opts := *p.redis.Options
 		// Each new connection but the check's own may reach another server than the last (a
 		// failover): its persistence settings are read again (checkPersistence).
 		opts.OnConnect = func(ctx context.Context, _ *redis.Conn) error {
@@ -62,7 +89,7 @@ func (p *pooledLedger) openRedis() store {
 		}
 		client := redis.NewUniversalClient(&opts)
 		_, l.cluster = client.(*redis.ClusterClient)
-		l.Store = redisstore.New(client, p.redis.prefix)
+		l.Store = redisstore.New(client, p.redis.Prefix)
 		l.Store.OnGoneEvents(l.noteGoneEvents)
 		p.ledger = l
 	}
@@ -75,7 +102,7 @@ func (p *pooledLedger) openRedis() store {
 // INFO. Errors of the ledger's contract (dedupe.ErrNotFound…) pass through as they are.
 type redisLedger struct {
 	*redisstore.Store
-	name   string // the store in logs (storeTarget.name)
+	name   string // the store in logs (Target.name)
 	logger *zap.Logger
 	// budget bounds each call (within): twice the read timeout.
 	budget time.Duration
@@ -293,4 +320,39 @@ func (r *redisLedger) Pending(ctx context.Context, ns string) (int, error) {
 }
 
 // Interface guard
-var _ store = (*redisLedger)(nil)
+// Outbox is the pool entry as its deliverers' outbox: on Redis it also keeps the routes' rate
+// limits, shared by every node (dedupe.StartLimiter); on Badger each deliverer keeps its own.
+func (p *Ledger) Outbox() dedupe.Outbox {
+	if p.redis != nil {
+		return sharedStarts{p}
+	}
+	return p
+}
+
+// sharedStarts is a Redis pool entry whose routes take their starts from Redis.
+type sharedStarts struct{ *Ledger }
+
+// TakeStart implements dedupe.StartLimiter.
+func (s sharedStarts) TakeStart(ctx context.Context, ns string, interval, ahead time.Duration) (time.Duration, error) {
+	l, err := s.open()
+	if err != nil {
+		return 0, err
+	}
+	limiter, ok := l.(dedupe.StartLimiter)
+	if !ok {
+		return 0, fmt.Errorf("hookgate: ledger %s keeps no shared delivery rate", s.name)
+	}
+	return limiter.TakeStart(ctx, ns, interval, ahead)
+}
+
+// TakeStart implements dedupe.StartLimiter within the Redis call budget.
+func (r *redisLedger) TakeStart(ctx context.Context, ns string, interval, ahead time.Duration) (time.Duration, error) {
+	return within(ctx, r, ns, func(ctx context.Context) (time.Duration, error) { return r.Store.TakeStart(ctx, ns, interval, ahead) })
+}
+
+// Interface guards
+var (
+	_ store               = (*redisLedger)(nil)
+	_ dedupe.StartLimiter = sharedStarts{}
+	_ dedupe.StartLimiter = (*redisLedger)(nil)
+)

@@ -1,14 +1,11 @@
-package caddymodule
+package ledgerpool
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,63 +15,23 @@ import (
 
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
-// startRedis starts a redis-server of the test's own, killed when the test ends, once the
-// in-process Caddy no longer runs a config on it.
-func startRedis(t *testing.T, config ...string) *redistest.Server {
-	t.Helper()
-	srv, err := redistest.Start(filepath.Join(t.TempDir(), "redis"), config...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Kill)
-	t.Cleanup(func() { leaveRedis(t, srv.Addr) })
-	return srv
-}
-
-// leaveRedis loads an empty config into the in-process Caddy (the caddytest one, on admin port
-// 2999) if its config uses the Redis server at addr: killed under a running route, the server
-// would be an outage its deliverer logs at ERROR until the next test's config replaces it.
-func leaveRedis(t *testing.T, addr string) {
-	client := &http.Client{Timeout: 10 * time.Second}
-	resp, err := client.Get("http://localhost:2999/config/")
-	if err != nil {
-		return // no in-process Caddy
-	}
-	cfg, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil || !strings.Contains(string(cfg), "redis://"+addr) {
-		return
-	}
-	resp, err = client.Post("http://localhost:2999/load", "application/json", strings.NewReader(`{"admin":{"listen":"localhost:2999"}}`))
-	if err != nil {
-		t.Errorf("unloading the config on Redis %s: %v", addr, err)
-		return
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("unloading the config on Redis %s: %s", addr, resp.Status)
-	}
-}
-
 // newTestRedisPool is a pool entry on the server at addr whose log lines the test reads.
-func newTestRedisPool(t *testing.T, addr string) (*pooledLedger, *observer.ObservedLogs) {
+func newTestRedisPool(t *testing.T, addr string) (*Ledger, *observer.ObservedLogs) {
 	t.Helper()
-	return newTestRedisPoolOn(t, &Storage{Backend: "redis", URLs: []string{"redis://" + addr}})
+	opts := NewRedisOptions()
+	opts.Addrs = []string{addr}
+	return newTestRedisPoolOn(t, opts)
 }
 
-// newTestRedisPoolOn is a pool entry on the Redis storage st (its prefix the test's name) whose
+// newTestRedisPoolOn is a pool entry on the Redis client opts (its prefix the test's name) whose
 // log lines the test reads.
-func newTestRedisPoolOn(t *testing.T, st *Storage) (*pooledLedger, *observer.ObservedLogs) {
+func newTestRedisPoolOn(t *testing.T, opts *redis.UniversalOptions) (*Ledger, *observer.ObservedLogs) {
 	t.Helper()
-	st.Prefix = t.Name()
-	h := Handler{Storage: st}
-	target, err := h.storeTarget()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := newRedisPool(target)
+	scope := fmt.Sprint(opts.Addrs, opts.Username, t.Name())
+	pool := newRedisPool(Target{Key: scope, Scope: scope, Name: scope, Redis: &RedisTarget{Options: opts, Prefix: t.Name()}})
 	core, logs := observer.New(zap.InfoLevel)
 	pool.logger = zap.New(core)
 	t.Cleanup(func() { pool.Destruct() })
@@ -86,7 +43,7 @@ func countLogs(logs *observer.ObservedLogs, level zapcore.Level, snippet string)
 }
 
 // claimer claims an ID on route "r" of pool, with a one-minute lease.
-func claimer(ctx context.Context, pool *pooledLedger) func(id string) error {
+func claimer(ctx context.Context, pool *Ledger) func(id string) error {
 	return func(id string) error {
 		_, err := pool.Claim(ctx, dedupe.Claim{Namespace: "r", ID: id, Lease: time.Minute})
 		return err
@@ -115,7 +72,7 @@ func claimAfter(t *testing.T, claim func(id string) error, n int) {
 // A Redis without an fsync'ed append-only file cannot keep the promise that an acknowledged
 // event survives its restart: one WARN says so, however many requests follow.
 func TestRedisPersistenceWarnedOnce(t *testing.T) {
-	srv := startRedis(t, "appendonly yes", "appendfsync everysec")
+	srv := redistest.Run(t, "appendonly yes", "appendfsync everysec")
 	pool, logs := newTestRedisPool(t, srv.Addr)
 	ctx := context.Background()
 	for i := range 20 {
@@ -130,7 +87,7 @@ func TestRedisPersistenceWarnedOnce(t *testing.T) {
 		t.Fatalf("%d persistence WARNs after 20 claims, want 1", n)
 	}
 
-	durable := startRedis(t, redistest.Durable...)
+	durable := redistest.Run(t, redistest.Durable...)
 	pool, logs = newTestRedisPool(t, durable.Addr)
 	if _, err := pool.Claim(ctx, dedupe.Claim{Namespace: "r", ID: "evt", Lease: time.Minute}); err != nil {
 		t.Fatal(err)
@@ -144,7 +101,7 @@ func TestRedisPersistenceWarnedOnce(t *testing.T) {
 // While Redis is down every call fails at once with errRedisDown (a 503 with its reason), the
 // outage is logged once as it begins and once as it ends, and the pool works again by itself.
 func TestRedisOutageLoggedOncePerChange(t *testing.T) {
-	srv := startRedis(t, redistest.Durable...)
+	srv := redistest.Run(t, redistest.Durable...)
 	pool, logs := newTestRedisPool(t, srv.Addr)
 	ctx := context.Background()
 	claim := claimer(ctx, pool)
@@ -159,8 +116,8 @@ func TestRedisOutageLoggedOncePerChange(t *testing.T) {
 		if !errors.Is(err, errRedisDown) {
 			t.Fatalf("claim with Redis down: %v, want errRedisDown", err)
 		}
-		if took := time.Since(began); took > defaultRedisReadTimeout {
-			t.Fatalf("a claim with Redis down took %v, longer than the read timeout %v", took, defaultRedisReadTimeout)
+		if took := time.Since(began); took > DefaultRedisReadTimeout {
+			t.Fatalf("a claim with Redis down took %v, longer than the read timeout %v", took, DefaultRedisReadTimeout)
 		}
 	}
 	if _, err := pool.Lease(ctx, "r", time.Now(), 10, time.Minute); !errors.Is(err, errRedisDown) {
@@ -178,13 +135,13 @@ func TestRedisOutageLoggedOncePerChange(t *testing.T) {
 // cannot read the persistence settings and says so in one WARN; that is no outage, so no ERROR
 // "unavailable" and INFO "is back" lines, however many requests and deliverer polls follow.
 func TestRedisUserWithoutConfigWarnsOnceAndIsNeverUnavailable(t *testing.T) {
-	srv := startRedis(t, redistest.Durable...)
+	srv := redistest.Run(t, redistest.Durable...)
 	if _, err := srv.Command("acl", "setuser", "hookgate", "on", ">s3cret", "~*", "&*", "+@all", "-@dangerous"); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("HOOKGATE_TEST_REDIS_PASSWORD", "s3cret")
-	pool, logs := newTestRedisPoolOn(t, &Storage{Backend: "redis", URLs: []string{"redis://" + srv.Addr},
-		Username: "hookgate", Password: "{env.HOOKGATE_TEST_REDIS_PASSWORD}"})
+	opts := NewRedisOptions()
+	opts.Addrs, opts.Username, opts.Password = []string{srv.Addr}, "hookgate", "s3cret"
+	pool, logs := newTestRedisPoolOn(t, opts)
 	ctx := context.Background()
 	request := func(i int) {
 		t.Helper()
@@ -216,7 +173,7 @@ func TestRedisUserWithoutConfigWarnsOnceAndIsNeverUnavailable(t *testing.T) {
 // name) can put a server with other persistence settings behind the client: they are read again
 // after the client reconnects, and a change is logged once.
 func TestRedisPersistenceCheckedAgainAfterReconnect(t *testing.T) {
-	srv := startRedis(t, redistest.Durable...)
+	srv := redistest.Run(t, redistest.Durable...)
 	pool, logs := newTestRedisPool(t, srv.Addr)
 	ctx := context.Background()
 	claim := claimer(ctx, pool)
@@ -253,7 +210,9 @@ func TestRedisPersistenceCheckedAgainAfterReconnect(t *testing.T) {
 func TestRedisClusterSlotRefusalIsItsRoutesOutageOnly(t *testing.T) {
 	t.Parallel()
 	c := redistest.DurableCluster(t)
-	pool, logs := newTestRedisPoolOn(t, &Storage{Backend: "redis", URLs: []string{"redis://" + c.Nodes[0].Addr}, Cluster: true})
+	opts := NewRedisOptions()
+	opts.Addrs, opts.IsClusterMode = []string{c.Nodes[0].Addr}, true
+	pool, logs := newTestRedisPoolOn(t, opts)
 	ctx := context.Background()
 	accept := func(ns, id string) error {
 		ev := &dedupe.Event{ID: id, Method: "POST", URI: "/", AcceptedAt: time.Now()}
@@ -320,7 +279,7 @@ func TestRedisClusterSlotRefusalIsItsRoutesOutageOnly(t *testing.T) {
 // events, and the deliverer meets such entries poll after poll: the loss is logged at most once
 // a minute per route, with the count, not once per poll that dropped any.
 func TestRedisGoneQueuedEventsLoggedAtMostOnceAMinute(t *testing.T) {
-	srv := startRedis(t, redistest.Durable...)
+	srv := redistest.Run(t, redistest.Durable...)
 	pool, logs := newTestRedisPool(t, srv.Addr)
 	ctx := context.Background()
 	const events = 400

@@ -1,4 +1,4 @@
-package caddymodule
+package ledgerpool
 
 import (
 	"context"
@@ -54,9 +54,9 @@ func TestRedisAtMaxmemoryRefusesEventsAndLogsOnce(t *testing.T) {
 
 // fullRedis is a pool on a redis-server at its maxmemory (noeviction), filled by accepting 8 KiB
 // events in namespace "r" until one is refused, and accept, which queues one more there.
-func fullRedis(t *testing.T) (*pooledLedger, *observer.ObservedLogs, func(id string) error) {
+func fullRedis(t *testing.T) (*Ledger, *observer.ObservedLogs, func(id string) error) {
 	t.Helper()
-	srv := startRedis(t, append(redistest.Durable, "maxmemory 4mb", "maxmemory-policy noeviction")...)
+	srv := redistest.Run(t, append(redistest.Durable, "maxmemory 4mb", "maxmemory-policy noeviction")...)
 	pool, logs := newTestRedisPool(t, srv.Addr)
 	body := []byte(strings.Repeat("x", 8<<10))
 	accept := func(id string) error {

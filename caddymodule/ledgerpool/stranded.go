@@ -1,0 +1,35 @@
+package ledgerpool
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// strandedScanTimeout bounds the count of pending events that WarnStranded makes.
+const strandedScanTimeout = time.Minute
+
+// WarnStranded logs one WARN per namespace of the store that holds pending events but is not
+// in delivering (the names of the config's async routes on it): renaming a route (its `name`),
+// or making it sync, leaves its queue behind, and nothing would ever deliver it. A config
+// runs it once as it starts, in the background, so a large ledger never delays the start.
+func (p *Ledger) WarnStranded(logger *zap.Logger, delivering map[string]bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), strandedScanTimeout)
+	defer cancel()
+	l, err := p.open()
+	if err != nil {
+		return // the routes' own requests report a store that cannot open
+	}
+	pending, err := l.PendingByNamespace(ctx)
+	if err != nil {
+		logger.Warn("counting pending events failed", zap.String("store", p.name), zap.Error(err))
+		return
+	}
+	for ns, n := range pending {
+		if !delivering[ns] {
+			logger.Warn("pending events in a namespace no async route uses: they are not delivered until a route with `forward` has that name again",
+				zap.String("namespace", ns), zap.Int("pending", n), zap.String("store", p.name))
+		}
+	}
+}
