@@ -5,6 +5,9 @@ import (
 	"sync"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/dustin/go-humanize"
 	"go.uber.org/zap"
 
@@ -13,6 +16,7 @@ import (
 )
 
 func init() {
+	httpcaddyfile.RegisterGlobalOption("hookgate", parseGlobalOption)
 	caddy.RegisterModule(&App{})
 }
 
@@ -170,6 +174,45 @@ func (a *App) warnStrandedAll() {
 	for store, delivering := range byStore {
 		go store.WarnStranded(a.logger, delivering)
 	}
+}
+
+// parseGlobalOption reads the hookgate global option into the hookgate app's config:
+//
+//	{
+//		hookgate {
+//			body_budget <size>
+//			metrics off
+//		}
+//	}
+func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
+	app := new(App)
+	d.Next() // option name
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "body_budget":
+			var raw string
+			if !d.AllArgs(&raw) {
+				return nil, d.ArgErr()
+			}
+			size, err := humanize.ParseBytes(raw)
+			if err != nil {
+				return nil, d.Errf("body_budget: %v", err)
+			}
+			app.BodyBudget = int64(size)
+		case "metrics":
+			var value string
+			if !d.AllArgs(&value) || value != "off" {
+				return nil, d.Errf("metrics takes one argument: off")
+			}
+			app.MetricsOff = true
+		default:
+			return nil, d.Errf("unrecognized hookgate global option %q", d.Val())
+		}
+	}
+	return httpcaddyfile.App{Name: "hookgate", Value: caddyconfig.JSON(app, nil)}, nil
 }
 
 // Interface guards

@@ -159,15 +159,15 @@ type Handler struct {
 
 	verifier *verify.Verifier
 	scheme   string // sent as Hookgate-Verified
-	// timestampPath is the scheme's TimestampJSON, split into steps (bodytimestamp.go).
+	// timestampPath is the scheme's TimestampJSON, split into steps (message.go).
 	timestampPath *jsonPath
 	// signsURL is set when the scheme signs the method or URL, so requests need their public URL.
 	signsURL bool
-	// dedupeDigest is set when the signature does not cover the event ID (replay.go).
+	// dedupeDigest is set when the signature does not cover the event ID (event.go).
 	dedupeDigest bool
-	// upstream signs what the route hands on (resign.go); nil without resign and sign_upstream.
+	// upstream signs what the route hands on (signupstream.go); nil without resign and sign_upstream.
 	upstream *upstreamSigner
-	// keepSignedURL is set when queued events keep the URL their provider signed (resign.go).
+	// keepSignedURL is set when queued events keep the URL their provider signed (signupstream.go).
 	keepSignedURL bool
 	// pool is the route's entry in the ledger pool, held from Provision to Cleanup.
 	pool *ledgerpool.Ledger
@@ -182,7 +182,7 @@ type Handler struct {
 	app         *App
 	// metricsOff is the hookgate global option's metrics off: nothing is counted.
 	metricsOff bool
-	// series is the hold on the route's series (metrics_series.go), let go at Cleanup.
+	// series is the hold on the route's series (metrics.go), let go at Cleanup.
 	series *routeSeriesHold
 	// monitored counts a monitored route's would-be outcomes (monitor.go); nil when enforcing.
 	monitored *monitorCounts
