@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"slices"
 	"strings"
@@ -215,23 +214,5 @@ func TestQueuedEventKeepsEveryValueOfManyHeaders(t *testing.T) {
 		if !reflect.DeepEqual(in, before) {
 			t.Fatalf("the request's headers became %v once the stored ones were added to, want %v", in, before)
 		}
-	}
-}
-
-// What the provider sees of a refusal: 503, Retry-After and the reason in words; no log line per
-// request (the cause was logged once).
-func TestUnavailableLedgerAnswers503WithReason(t *testing.T) {
-	core, logs := observer.New(zap.InfoLevel)
-	h := &Handler{Name: "r", logger: zap.New(core)}
-	for _, cause := range []*ledgerpool.Unavailable{ledgerpool.ErrDiskLow, {Reason: "the ledger's disk is full"}, {Reason: "the ledger's directory is locked"}} {
-		rec := httptest.NewRecorder()
-		out := newOutcome(rec, httptest.NewRequest(http.MethodPost, "/hooks", nil))
-		answered, _ := h.answerUnlessNew(out, "accept", 0, fmt.Errorf("wrapped: %w", cause))
-		if !answered || rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" || !strings.Contains(rec.Body.String(), cause.Reason) {
-			t.Fatalf("%s: got %d Retry-After %q %s", cause.Reason, rec.Code, rec.Header().Get("Retry-After"), rec.Body)
-		}
-	}
-	if logs.Len() != 0 {
-		t.Fatalf("refusals logged per request: %v", logs.All())
 	}
 }

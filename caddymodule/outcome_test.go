@@ -15,11 +15,10 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/hookgate/hookgate/verify"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
-
-	"github.com/hookgate/hookgate/verify"
 )
 
 // withLogFile adds to a test Caddyfile's global options a JSON log of hookgate's loggers (the
@@ -339,6 +338,31 @@ func TestDeadLetterPauseAndResumeLoggedAtWarn(t *testing.T) {
 		found := withMessage(lines, snippet)
 		if len(found) != 1 || found[0].str("level") != "warn" || found[0].str("route") != "deadlog" {
 			t.Errorf("%q lines %v, want one WARN with the route", snippet, found)
+		}
+	}
+}
+
+// The 202's receipt, laid out by hand for the common event ID, is byte for byte what
+// json.Encoder writes, for any ID a provider may send.
+func TestReceiptIsWhatJSONEncoderWrites(t *testing.T) {
+	for _, id := range []string{
+		"evt_1", "msg_2ZbOvvJ3eLTfUlRjhQ6i4lRp2ra", "a-b.c:d/e+f=g~h", "",
+		`quote"d`, `back\slash`, "<tag>", "a&b", "tab\there", "nul\x00", "del\x7f", "é", "\u2028", "bad\xffutf8",
+	} {
+		rec := httptest.NewRecorder()
+		out := &outcome{w: rec}
+		if err := out.acknowledge(id); err != nil {
+			t.Fatal(err)
+		}
+		var want bytes.Buffer
+		if err := json.NewEncoder(&want).Encode(receipt{Received: true, ID: id}); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Code != http.StatusAccepted || rec.Header().Get("Content-Type") != "application/json" || rec.Body.String() != want.String() {
+			t.Errorf("id %q: answered %d %q %q, want 202 application/json %q", id, rec.Code, rec.Header().Get("Content-Type"), rec.Body.String(), want.String())
+		}
+		if out.result != "accepted" || out.status != http.StatusAccepted {
+			t.Errorf("id %q: outcome %q, status %d", id, out.result, out.status)
 		}
 	}
 }
