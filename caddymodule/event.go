@@ -3,14 +3,17 @@ package caddymodule
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/deliver"
 	"github.com/hookgate/hookgate/verify"
 	"github.com/tidwall/gjson"
+	"golang.org/x/net/http/httpguts"
 )
 
 // claimFor pulls the event ID and, when configured, the entity and version out of a verified
@@ -149,4 +152,175 @@ func (h *Handler) idUnsigned() bool {
 func (h *Handler) signedDigest(verified verify.Result, body []byte) string {
 	sum := h.verifier.SignedDigest(verified, body)
 	return string(sum[:])
+}
+
+// Filter is one `only` line: a verified event is handed on only if the value it names matches
+// one of Values. A route's filters must all match; an event that fails one is answered
+// 200 {"received":true,"ignored":true}, and neither handed on, queued nor recorded in the ledger.
+type Filter struct {
+	// From is where the value is: `json` (a JSON path in the body) or `header`. Required.
+	From string `json:"from"`
+
+	// Name is the JSON path (keys and array indexes separated by dots, e.g. `type` or
+	// `data.object.customer`) or the header name (any case). Required.
+	Name string `json:"name"`
+
+	// Values are the alternatives, any one of which matches. A value ending in `*` matches every
+	// value that begins with what comes before it (`customer.*`; `*` alone: any value that is
+	// there); `*` anywhere else is refused. Values compare case-sensitively with a JSON string's
+	// text, a number as gjson writes it (integers as sent, others in their shortest decimal form:
+	// 1.50 is 1.5), `true` or `false`; a missing field, a null, an object, an array or a body
+	// that is not JSON never matches. A header matches when any one of its lines matches, each
+	// line compared whole. At least one is required.
+	Values []string `json:"values"`
+
+	key      string   // a header's canonical key (provision)
+	path     jsonPath // a JSON path's steps (provision)
+	exact    []string // the values without a trailing `*`
+	prefixes []string // the values with one, without it
+	reason   string   // {http.hookgate.reason} of an event this filter ignores
+}
+
+// filter answers 200 ignored, before the event is claimed or queued, when the verified event
+// fails one of the route's `only` filters; answered is false when it is to go on. A body a JSON
+// filter cannot read as the app would is refused 400 (jsonbody.go).
+func (h *Handler) filter(out *outcome, r *http.Request, doc *jsonBody) (answered bool, _ error) {
+	for i := range h.Only {
+		f := &h.Only[i]
+		match, err := f.matches(r, doc)
+		if err != nil {
+			return true, out.reject(http.StatusBadRequest, err)
+		}
+		if match {
+			continue
+		}
+		// The ID, when there is one, tells the log which event was left out; a missing one is
+		// no error here.
+		var id string
+		if h.ID != nil && !h.DedupeOff {
+			id, _ = h.ID.lookup(r, doc)
+		}
+		out.event(id, h.scheme)
+		return true, out.ignored(f.reason)
+	}
+	return false, nil
+}
+
+// matches reports whether the request's value matches one of the filter's values. A body that is
+// not JSON matches no JSON filter; one refused as JSON is the error.
+func (f *Filter) matches(r *http.Request, doc *jsonBody) (bool, error) {
+	if f.From == "header" {
+		for _, v := range r.Header[f.key] {
+			if f.matchValue(v) {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	res, err := doc.get(&f.path)
+	switch {
+	case errors.Is(err, errNotJSON):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	switch res.Type {
+	case gjson.Null, gjson.JSON: // missing, null, an object or an array
+		return false, nil
+	}
+	return f.matchValue(res.String()), nil
+}
+
+func (f *Filter) matchValue(v string) bool {
+	for _, e := range f.exact {
+		if v == e {
+			return true
+		}
+	}
+	for _, p := range f.prefixes {
+		if strings.HasPrefix(v, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// check refuses a filter that cannot mean what was meant. Its error names the line, never a
+// secret (a filter holds none).
+func (f *Filter) check() error {
+	if f.From != "json" && f.From != "header" {
+		return fmt.Errorf("only %s: the source must be json or header", f.From)
+	}
+	if f.Name == "" && f.From == "json" {
+		return fmt.Errorf("only json: the JSON path is empty")
+	}
+	if f.Name == "" {
+		return fmt.Errorf("only header: the header name is empty")
+	}
+	if err := f.checkHeaderName(); err != nil {
+		return err
+	}
+	if len(f.Values) == 0 {
+		return fmt.Errorf("only %s %s: at least one value is required", f.From, f.Name)
+	}
+	for _, v := range f.Values {
+		if v == "" {
+			return fmt.Errorf("only %s %s: a value is empty", f.From, f.Name)
+		}
+		if i := strings.IndexByte(v, '*'); i >= 0 && i != len(v)-1 {
+			return fmt.Errorf("only %s %s: value %q: `*` may only end a value (a prefix match)", f.From, f.Name, v)
+		}
+	}
+	return nil
+}
+
+// checkHeaderName refuses a header no request reaches the filter with, which would leave out
+// every event, each answered 200 ignored.
+func (f *Filter) checkHeaderName() error {
+	switch {
+	case f.From != "header":
+		return nil
+	case !httpguts.ValidHeaderFieldName(f.Name):
+		return fmt.Errorf("only header %q: not a valid header name", f.Name)
+	case deliver.OwnHeader(f.Name):
+		return fmt.Errorf("only header %s: hookgate removes every incoming Hookgate-* header before the filters", f.Name)
+	case http.CanonicalHeaderKey(f.Name) == "Host":
+		return fmt.Errorf("only header %s: Go hands the request's host apart from its headers; match it with Caddy's host matcher", f.Name)
+	}
+	return nil
+}
+
+// provision checks the filter and splits its values into exact ones and prefixes, so that
+// matching allocates nothing beyond gjson's reading of the body.
+func (f *Filter) provision() error {
+	if err := f.check(); err != nil {
+		return err
+	}
+	f.key = http.CanonicalHeaderKey(f.Name)
+	if f.From == "json" {
+		var err error
+		if f.path, err = parseJSONPath(f.Name); err != nil {
+			return fmt.Errorf("only json: %w", err)
+		}
+	}
+	f.exact, f.prefixes = nil, nil
+	for _, v := range f.Values {
+		if p, ok := strings.CutSuffix(v, "*"); ok {
+			f.prefixes = append(f.prefixes, p)
+		} else {
+			f.exact = append(f.exact, v)
+		}
+	}
+	f.reason = "no match for only " + f.From + " " + f.Name
+	return nil
+}
+
+// provisionFilters compiles the route's `only` filters.
+func (h *Handler) provisionFilters() error {
+	for i := range h.Only {
+		if err := h.Only[i].provision(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -17,7 +17,7 @@ import (
 // headers, refuse on the headers alone what can never verify, reserve the body's memory in the
 // server's budget (body.go), read the raw body, verify, answer the provider's endpoint check
 // itself (never forwarded nor recorded), answer 200 ignored an event the route's `only` filters
-// leave out (filter.go), extract the event (JSON read as the app will, jsonbody.go), then either
+// leave out (event.go), extract the event (JSON read as the app will, jsonbody.go), then either
 // queue it durably and answer 202 (async mode), or claim it in the ledger, hand it to the next
 // handler (with the gateway's signature under sign_upstream, signupstream.go), and mark it done or
 // release it (sync mode). An ID the signature does not cover is claimed together with the digest
@@ -71,7 +71,7 @@ func (h *Handler) serve(out *outcome, w http.ResponseWriter, r *http.Request, ne
 	if reply, ok := h.verifier.Handshake(verified, &msg); ok { // the provider's endpoint check
 		return out.handshake(h.scheme, reply)
 	}
-	if answered, err := h.filter(out, r, &doc); answered { // the route's `only` filters (filter.go)
+	if answered, err := h.filter(out, r, &doc); answered { // the route's `only` filters (event.go)
 		return err
 	}
 	claim, err := h.claimFor(r, &doc, verified)

@@ -120,7 +120,7 @@ type Handler struct {
 	Forward *Forward `json:"forward,omitempty"`
 
 	// Only, when set, hands on only the verified events that match every one of these filters
-	// (filter.go); the others are answered 200 {"received":true,"ignored":true}, and neither
+	// (event.go); the others are answered 200 {"received":true,"ignored":true}, and neither
 	// handed on, queued nor recorded in the ledger. Default: none (every event is handed on).
 	Only []Filter `json:"only,omitempty"`
 

@@ -108,7 +108,7 @@ func (o *outcome) answer(status int, what, body string) error {
 	return o.write(status, what, json.RawMessage(body))
 }
 
-// ignored acknowledges an event the route's `only` filters leave out (filter.go), so that the
+// ignored acknowledges an event the route's `only` filters leave out (event.go), so that the
 // provider does not retry it; reason names the filter it failed.
 func (o *outcome) ignored(reason string) error {
 	o.reason = reason
