@@ -427,8 +427,10 @@ func TestPackagesImportOnlyWhatArchitectureSays(t *testing.T) {
 			switch {
 			case strings.HasPrefix(imp, modulePath+"/"):
 				own = append(own, strings.TrimPrefix(imp, modulePath+"/"))
-			case strings.HasPrefix(imp, "github.com/caddyserver/") && dir != "caddymodule/":
-				t.Errorf("%s imports %s: only caddymodule/ may import Caddy", dir, imp)
+			case strings.HasPrefix(imp, "github.com/caddyserver/") && !strings.HasPrefix(dir, "caddymodule/"):
+				t.Errorf("%s imports %s: only caddymodule/ and the packages below it may import Caddy", dir, imp)
+			case strings.HasPrefix(imp, "github.com/caddyserver/caddy/v2/modules/") && dir != "caddymodule/" && !registersModule(t, dir):
+				t.Errorf("%s imports Caddy's HTTP types (%s) but is no Caddy module: only caddymodule/ and modules below it may", dir, imp)
 			}
 			if first, _, _ := strings.Cut(imp, "/"); dir == "verify/" && strings.Contains(first, ".") {
 				t.Errorf("verify/ imports %s: it may import the standard library only", imp)
@@ -449,6 +451,25 @@ func TestPackagesImportOnlyWhatArchitectureSays(t *testing.T) {
 			t.Errorf("docs/architecture.md has a row for %s, which is no package of the module", dir)
 		}
 	}
+}
+
+// registersModule reports whether the package in dir registers a Caddy module.
+func registersModule(t *testing.T, dir string) bool {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range files {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(file, "_test.go") && strings.Contains(string(src), "caddy.RegisterModule(") {
+			return true
+		}
+	}
+	return false
 }
 
 // TestReadmeRunsTheBuiltBinaryAsTheScriptDoes: the README's line that runs ./caddy by hand is
