@@ -146,7 +146,7 @@ func signedURL(url, public string) string {
 	if err != nil {
 		return public
 	}
-	return withRequestURI(public, sent.RequestURI()) // as public_url does (publicurl.go)
+	return verify.PublicURL(public, sent.RequestURI()) // as the route's public_url does
 }
 
 // withQuery appends one encoded name=value to rawURL's query.
