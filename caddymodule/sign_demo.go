@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/hookgate/hookgate/internal/jsonpath"
 	"github.com/hookgate/hookgate/verify"
 )
 
@@ -48,11 +49,11 @@ func demoBody(cfg verify.Config, form bool, id string, now time.Time) (string, e
 	}
 	var stamped string
 	if cfg.TimestampJSON != "" {
-		path, err := parseJSONPath(cfg.TimestampJSON)
-		if err != nil || len(path.steps) != 1 {
+		steps, err := jsonpath.Parse(cfg.TimestampJSON)
+		if err != nil || len(steps) != 1 {
 			return "", fmt.Errorf("--timestamp-json %s: the demo body carries a top-level key only; give the body with --body", cfg.TimestampJSON)
 		}
-		key, _ := json.Marshal(path.steps[0])
+		key, _ := json.Marshal(steps[0])
 		value, _ := json.Marshal(demoTimestamp(now, cfg.TimestampUnit))
 		stamped = fmt.Sprintf(`,%s:%s`, key, value)
 	}
