@@ -27,21 +27,25 @@ func init() {
 	})
 }
 
-// signInput is what the sign command signs: flags other than the scheme's.
+// signInput is what the sign command signs: its flags.
 type signInput struct {
-	secret    string
-	url       string // where curl sends the request
-	publicURL string // the URL signed, for schemes that sign it; default url
-	body      string
-	id        string
-	form      bool
+	preset string
+	// scheme are the flags named as the Caddyfile's scheme subdirectives, laid over the preset
+	// as a route lays them (verify.Config.With).
+	scheme        verify.Overrides
+	timestampJSON string // as the route's timestamp_json
+	idHeader      string // as the route's `id header NAME`
+	secret        string
+	url           string // where curl sends the request
+	publicURL     string // the URL signed, for schemes that sign it; default url
+	body          string
+	id            string
+	form          bool
 }
 
 // signCommand prints a correctly signed request for any preset as a ready curl command.
 func signCommand() *cobra.Command {
-	var h Handler
 	var in signInput
-	var idHeader string
 	cmd := &cobra.Command{
 		Use:   "sign --preset <name> --secret <secret> [--url <url>] [--public-url <url>] [--body <json>] [--form] [--id <event id>]",
 		Short: "Prints a signed webhook request as a curl command",
@@ -62,10 +66,7 @@ does). For twilio, a body that is not a form adds bodySHA256=<hex> to the URL, a
 and the printed URL carries it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if idHeader != "" {
-				h.ID = &Source{From: "header", Name: idHeader}
-			}
-			line, err := signedCurl(&h, in, time.Now())
+			line, err := signedCurl(in, time.Now())
 			if err != nil {
 				return err
 			}
@@ -74,40 +75,57 @@ and the printed URL carries it.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&h.Preset, "preset", "", "scheme preset: "+strings.Join(verify.PresetNames(), ", "))
+	f.StringVar(&in.preset, "preset", "", "scheme preset: "+strings.Join(verify.PresetNames(), ", "))
 	f.StringVar(&in.secret, "secret", os.Getenv("HOOKGATE_SECRET"), "signing secret, or the private key for discord and sendgrid (default $HOOKGATE_SECRET)")
 	f.StringVar(&in.url, "url", "http://localhost:8080/hooks/demo", "where to send the request")
 	f.StringVar(&in.publicURL, "public-url", "", "the route's public_url: the URL square, hubspot and twilio sign (default --url)")
 	f.StringVar(&in.body, "body", "", "raw request body (default: a demo JSON event)")
 	f.BoolVar(&in.form, "form", false, "send the body as application/x-www-form-urlencoded (default JSON)")
 	f.StringVar(&in.id, "id", "", "event ID (default: a random evt_…)")
-	f.StringVar(&idHeader, "id-header", "", "header carrying the event ID")
-	f.StringVar(&h.SignatureHeader, "signature-header", "", "header carrying the signature")
-	f.StringVar(&h.SignatureFormat, "signature-format", "", "single, stripe, paddle or standard")
-	f.StringVar(&h.SignatureKey, "signature-key", "", "the signature items of the stripe and paddle formats: v1, h1, v0...")
-	f.StringVar(&h.Prefix, "prefix", "", "text before the encoded signature")
-	f.StringVar(&h.Encoding, "encoding", "", "hex, base64 or base64url")
-	f.StringVar(&h.Algorithm, "algorithm", "", "sha256, sha1, sha512, ed25519 or ecdsa-p256")
-	f.StringVar(&h.SecretEncoding, "secret-encoding", "", "raw, base64, hex or whsec")
-	f.StringVar(&h.Signed, "signed", "", "template of the signed bytes over {id}, {timestamp}, {body}, {method}, {url}, {params}")
-	f.StringVar(&h.TimestampHeader, "timestamp-header", "", "header carrying the signed timestamp")
-	f.StringVar(&h.TimestampUnit, "timestamp-unit", "", "s, ms or rfc3339")
-	f.StringVar(&h.TimestampJSON, "timestamp-json", "", "a key of the body holding the signed timestamp, in --timestamp-unit (the demo body carries it)")
+	f.StringVar(&in.idHeader, "id-header", "", "header carrying the event ID")
+	f.StringVar(&in.scheme.SignatureHeader, "signature-header", "", "header carrying the signature")
+	f.StringVar(&in.scheme.SignatureFormat, "signature-format", "", "single, stripe, paddle or standard")
+	f.StringVar(&in.scheme.SignatureKey, "signature-key", "", "the signature items of the stripe and paddle formats: v1, h1, v0...")
+	f.StringVar(&in.scheme.Prefix, "prefix", "", "text before the encoded signature")
+	f.StringVar(&in.scheme.Encoding, "encoding", "", "hex, base64 or base64url")
+	f.StringVar(&in.scheme.Algorithm, "algorithm", "", "sha256, sha1, sha512, ed25519 or ecdsa-p256")
+	f.StringVar(&in.scheme.SecretEncoding, "secret-encoding", "", "raw, base64, hex or whsec")
+	f.StringVar(&in.scheme.Signed, "signed", "", "template of the signed bytes over {id}, {timestamp}, {body}, {method}, {url}, {params}")
+	f.StringVar(&in.scheme.TimestampHeader, "timestamp-header", "", "header carrying the signed timestamp")
+	f.StringVar(&in.scheme.TimestampUnit, "timestamp-unit", "", "s, ms or rfc3339")
+	f.StringVar(&in.timestampJSON, "timestamp-json", "", "a key of the body holding the signed timestamp, in --timestamp-unit (the demo body carries it)")
 	return cmd
 }
 
-// signedCurl signs a POST under the handler's scheme and renders it as a shell command.
-func signedCurl(h *Handler, in signInput, now time.Time) (string, error) {
-	cfg, ok := verify.Preset(h.Preset)
+// schemeConfig is the preset's scheme with the flags laid over it, as a route lays the
+// subdirectives of the same names (the ones signing cares about: tolerance and handshake do not
+// change a signature).
+func schemeConfig(in signInput) (verify.Config, error) {
+	preset, ok := verify.Preset(in.preset)
 	if !ok {
-		return "", fmt.Errorf("--preset must be one of %v", verify.PresetNames())
+		return verify.Config{}, fmt.Errorf("--preset must be one of %v", verify.PresetNames())
+	}
+	cfg := preset.With(in.scheme)
+	if in.timestampJSON != "" {
+		cfg.TimestampJSON = in.timestampJSON
+	}
+	if in.idHeader != "" {
+		cfg.IDHeader, cfg.IDJSON = in.idHeader, ""
+	}
+	return cfg, nil
+}
+
+// signedCurl signs a POST under the flags' scheme at now and renders it as a shell command.
+func signedCurl(in signInput, now time.Time) (string, error) {
+	cfg, err := schemeConfig(in)
+	if err != nil {
+		return "", err
 	}
 	if in.secret == "" {
 		return "", fmt.Errorf("--secret (or $HOOKGATE_SECRET) is required")
 	}
-	h.applyOverrides(&cfg)
 	if in.id == "" {
-		in.id = randomEventID()
+		in.id = "evt_" + randomHex(8)
 	}
 	if in.body == "" {
 		body, err := demoBody(cfg, in.form, in.id, now)

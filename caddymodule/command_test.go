@@ -215,10 +215,10 @@ func TestSignDemoBodyCarriesTheID(t *testing.T) {
 }
 
 func TestSignNeedsPresetAndSecret(t *testing.T) {
-	if _, err := signedCurl(&Handler{Preset: "nope"}, signInput{secret: "s", url: "u"}, time.Now()); err == nil || !strings.Contains(err.Error(), "--preset") {
+	if _, err := signedCurl(signInput{preset: "nope", secret: "s", url: "u"}, time.Now()); err == nil || !strings.Contains(err.Error(), "--preset") {
 		t.Fatalf("unknown preset: %v", err)
 	}
-	if _, err := signedCurl(&Handler{Preset: "github"}, signInput{url: "u"}, time.Now()); err == nil || !strings.Contains(err.Error(), "--secret") {
+	if _, err := signedCurl(signInput{preset: "github", url: "u"}, time.Now()); err == nil || !strings.Contains(err.Error(), "--secret") {
 		t.Fatalf("no secret: %v", err)
 	}
 }

@@ -65,13 +65,12 @@ func jsonEscaped(s string) string {
 // `caddy hookgate sign` would print it; body "" is the demo body.
 func presetRequest(t *testing.T, keys map[string]signKey, preset, id, body string, at time.Time) *http.Request {
 	t.Helper()
-	h := Handler{Preset: preset}
+	in := signInput{preset: preset, secret: keys[preset].signer, id: id, body: body, url: "http://localhost:9080/hooks/" + preset + "?a=1"}
 	if preset == "generic" {
-		h.SignatureHeader, h.Prefix, h.Signed, h.TimestampHeader = "X-Webhook-Signature", "sha256=", "{timestamp}.{body}", "X-Webhook-Timestamp"
-		h.ID = &Source{From: "header", Name: "X-Webhook-Id"}
+		in.scheme = verify.Overrides{SignatureHeader: "X-Webhook-Signature", Prefix: "sha256=", Signed: "{timestamp}.{body}", TimestampHeader: "X-Webhook-Timestamp"}
+		in.idHeader = "X-Webhook-Id"
 	}
-	in := signInput{secret: keys[preset].signer, id: id, body: body, url: "http://localhost:9080/hooks/" + preset + "?a=1"}
-	line, err := signedCurl(&h, in, at)
+	line, err := signedCurl(in, at)
 	if err != nil {
 		t.Fatalf("signing for %s: %v", preset, err)
 	}

@@ -1,8 +1,6 @@
 package caddymodule
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -70,10 +68,4 @@ func demoTimestamp(now time.Time, unit string) any {
 		return now.UTC().Format(time.RFC3339)
 	}
 	return now.Unix()
-}
-
-func randomEventID() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return "evt_" + hex.EncodeToString(b)
 }
