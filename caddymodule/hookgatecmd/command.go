@@ -1,7 +1,17 @@
-package caddymodule
+// Package hookgatecmd is `caddy hookgate`, the operator's CLI: sign prints a signed test webhook
+// as a curl command; events, show, replay and status ask a running Caddy's admin API over HTTP;
+// ui serves the dead-letter page through a local proxy. Importing the package registers the
+// command with Caddy's CLI, as the root package hookgate does.
+//
+// It is apart from caddymodule, and never imports it, because the CLI meets the gateway only as an
+// operator does: through the admin API, or with a request signed as the provider would sign it.
+// What both must read alike lives below them (verify, internal/jsonpath).
+package hookgatecmd
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"net/http"
 	neturl "net/url"
 	"os"
@@ -20,11 +30,38 @@ func init() {
 		Name:  "hookgate",
 		Short: "Signs test webhooks; lists, shows and replays queued events; serves the dead-letter page",
 		CobraFunc: func(cmd *cobra.Command) {
-			cmd.AddCommand(signCommand())
-			cmd.AddCommand(adminCommands()...)
-			cmd.AddCommand(uiCommand())
+			addCommands(cmd, time.Now)
 		},
 	})
+}
+
+// addCommands adds the subcommands of `caddy hookgate` to cmd; sign signs at clock's time.
+func addCommands(cmd *cobra.Command, clock func() time.Time) {
+	cmd.AddCommand(signCommand(clock))
+	cmd.AddCommand(adminCommands()...)
+	cmd.AddCommand(uiCommand())
+}
+
+// Run runs `caddy hookgate` with args, the subcommand first, as the caddy binary runs it: what it
+// prints goes to out, and its error is returned rather than printed. caddymodule's integration
+// tests drive the CLI with it against a gateway they run; ctx ends a command that runs until
+// interrupted (ui).
+func Run(ctx context.Context, out io.Writer, args ...string) error {
+	return run(ctx, time.Now, out, args)
+}
+
+// RunAt is Run with sign making its signatures at now instead of the clock's time: for a test
+// that sends a request signed long before it arrives.
+func RunAt(ctx context.Context, now time.Time, out io.Writer, args ...string) error {
+	return run(ctx, func() time.Time { return now }, out, args)
+}
+
+func run(ctx context.Context, clock func() time.Time, out io.Writer, args []string) error {
+	root := &cobra.Command{Use: "hookgate", SilenceUsage: true, SilenceErrors: true}
+	addCommands(root, clock)
+	root.SetOut(out)
+	root.SetArgs(args)
+	return root.ExecuteContext(ctx)
 }
 
 // signInput is what the sign command signs: its flags.
@@ -43,8 +80,9 @@ type signInput struct {
 	form          bool
 }
 
-// signCommand prints a correctly signed request for any preset as a ready curl command.
-func signCommand() *cobra.Command {
+// signCommand prints a correctly signed request for any preset as a ready curl command, signed
+// at clock's time.
+func signCommand(clock func() time.Time) *cobra.Command {
 	var in signInput
 	cmd := &cobra.Command{
 		Use:   "sign --preset <name> --secret <secret> [--url <url>] [--public-url <url>] [--body <json>] [--form] [--id <event id>]",
@@ -66,7 +104,7 @@ does). For twilio, a body that is not a form adds bodySHA256=<hex> to the URL, a
 and the printed URL carries it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			line, err := signedCurl(in, time.Now())
+			line, err := signedCurl(in, clock())
 			if err != nil {
 				return err
 			}
