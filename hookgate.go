@@ -2,10 +2,13 @@
 //
 //	xcaddy build --with github.com/hookgate/hookgate
 //
-// The handler, its Caddyfile directive and its CLI live in caddymodule/.
+// The handler, its Caddyfile directive and the hookgate app live in caddymodule/; the CLI,
+// `caddy hookgate`, in caddymodule/hookgatecmd/.
 package hookgate
 
 import (
-	// Registers the http.handlers.hookgate module, the hookgate directive and `caddy hookgate`.
+	// Registers the http.handlers.hookgate module, the hookgate directive and the hookgate app.
 	_ "github.com/hookgate/hookgate/caddymodule"
+	// Registers `caddy hookgate`.
+	_ "github.com/hookgate/hookgate/caddymodule/hookgatecmd"
 )

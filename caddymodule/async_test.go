@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,7 +14,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddytest"
-	"github.com/spf13/cobra"
+
+	"github.com/hookgate/hookgate/caddymodule/hookgatecmd"
 )
 
 // asyncRoute is the hookgate block lines that make the test route async, forwarding to addr with
@@ -237,13 +239,9 @@ func runHookgateCLI(args ...string) (string, error) {
 
 // runHookgateCLIAt runs `caddy hookgate <args>` against the admin API at address.
 func runHookgateCLIAt(address string, args ...string) (string, error) {
-	root := &cobra.Command{Use: "hookgate", SilenceUsage: true, SilenceErrors: true}
-	root.AddCommand(adminCommands()...)
 	var out bytes.Buffer
-	root.SetOut(&out)
 	// --address right after the subcommand, so that it is a flag even when args hold "--".
-	root.SetArgs(append([]string{args[0], "--address", address}, args[1:]...))
-	err := root.Execute()
+	err := hookgatecmd.Run(context.Background(), &out, append([]string{args[0], "--address", address}, args[1:]...)...)
 	return out.String(), err
 }
 

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
@@ -18,8 +19,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
-	"github.com/tidwall/gjson"
 
+	"github.com/hookgate/hookgate/caddymodule/hookgatecmd"
 	"github.com/hookgate/hookgate/verify"
 )
 
@@ -60,11 +61,14 @@ func parseCurl(t *testing.T, args []string) (url string, hdr http.Header, body s
 // into the request curl would send.
 func printedRequest(t *testing.T, args ...string) *http.Request {
 	t.Helper()
-	cmd := signCommand()
+	return printedRequestAt(t, time.Now(), args...)
+}
+
+// printedRequestAt is printedRequest with the request signed at the given time.
+func printedRequestAt(t *testing.T, at time.Time, args ...string) *http.Request {
+	t.Helper()
 	var printed bytes.Buffer
-	cmd.SetOut(&printed)
-	cmd.SetArgs(args)
-	if err := cmd.Execute(); err != nil {
+	if err := hookgatecmd.RunAt(context.Background(), at, &printed, append([]string{"sign"}, args...)...); err != nil {
 		t.Fatalf("hookgate sign %q: %v", args, err)
 	}
 	url, hdr, body := parseCurl(t, curlArgs(t, printed.String()))
@@ -194,31 +198,4 @@ func TestSignPrintsAcceptedCurlForEveryPreset(t *testing.T) {
 		})
 	}
 	t.Logf("%d of %d printed requests accepted", accepted, len(cases))
-}
-
-// TestSignDemoBodyCarriesTheID: each preset that reads its event ID from the body finds it in
-// the demo body.
-func TestSignDemoBodyCarriesTheID(t *testing.T) {
-	for _, preset := range verify.PresetNames() {
-		cfg, _ := verify.Preset(preset)
-		if cfg.IDJSON == "" {
-			continue
-		}
-		body, err := demoBody(cfg, false, `evt_"quoted"`, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := gjson.Get(body, cfg.IDJSON).String(); got != `evt_"quoted"` {
-			t.Errorf("%s: %s in %s is %q", preset, cfg.IDJSON, body, got)
-		}
-	}
-}
-
-func TestSignNeedsPresetAndSecret(t *testing.T) {
-	if _, err := signedCurl(&Handler{Preset: "nope"}, signInput{secret: "s", url: "u"}, time.Now()); err == nil || !strings.Contains(err.Error(), "--preset") {
-		t.Fatalf("unknown preset: %v", err)
-	}
-	if _, err := signedCurl(&Handler{Preset: "github"}, signInput{url: "u"}, time.Now()); err == nil || !strings.Contains(err.Error(), "--secret") {
-		t.Fatalf("no secret: %v", err)
-	}
 }

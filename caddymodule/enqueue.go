@@ -2,6 +2,8 @@ package caddymodule
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -125,4 +127,12 @@ func (h *Handler) noteBacklogDrained(ctx context.Context) {
 		return
 	}
 	h.noteBacklogFull(false)
+}
+
+// randomEventID is the ID of an event the provider sent none for (dedupe off): the queue still
+// needs a key, and the upstream an ID to log.
+func randomEventID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return "evt_" + hex.EncodeToString(b)
 }

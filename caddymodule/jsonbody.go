@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/hookgate/hookgate/internal/jsonpath"
 )
 
 // hookgate reads JSON from a verified body (`only json`, `id json`, `version json`, a scheme's
@@ -51,40 +53,11 @@ type jsonPath struct {
 	steps []string // the keys, unescaped
 }
 
-// gjsonOnly are the characters that mean something in a gjson path beyond keys and indexes.
-const gjsonOnly = "*?#@|!{}[]()"
-
-// parseJSONPath splits a configured path into its steps, refusing gjson's query syntax.
+// parseJSONPath splits a configured path into its steps (jsonpath.Parse), keeping its text for
+// reasons.
 func parseJSONPath(text string) (jsonPath, error) {
-	p := jsonPath{text: text}
-	var step strings.Builder
-	end := func() error {
-		if step.Len() == 0 {
-			return fmt.Errorf("JSON path %q has an empty key: keys and array indexes are separated by single dots", text)
-		}
-		p.steps = append(p.steps, step.String())
-		step.Reset()
-		return nil
-	}
-	for i := 0; i < len(text); i++ {
-		switch c := text[i]; {
-		case c == '\\' && i+1 < len(text):
-			i++
-			step.WriteByte(text[i])
-		case c == '\\':
-			return p, fmt.Errorf("JSON path %q ends in a lone `\\`", text)
-		case c == '.':
-			if err := end(); err != nil {
-				return p, err
-			}
-		case strings.IndexByte(gjsonOnly, c) >= 0:
-			return p, fmt.Errorf("JSON path %q: `%c` is gjson query syntax, which hookgate does not take: name one value by its keys and "+
-				"array indexes, separated by dots (write `\\%c` for a `%c` that is part of a key)", text, c, c, c)
-		default:
-			step.WriteByte(c)
-		}
-	}
-	return p, end()
+	steps, err := jsonpath.Parse(text)
+	return jsonPath{text: text, steps: steps}, err
 }
 
 // jsonBody reads JSON from one request's verified body, checking it once, on the first read.

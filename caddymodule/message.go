@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
@@ -34,7 +33,7 @@ func (h *Handler) checkPublicURL() error {
 	if strings.Contains(h.PublicURL, "{") {
 		return nil // placeholders: checked once expanded, per request
 	}
-	if _, err := parsePublicURL(h.PublicURL); err != nil {
+	if _, err := verify.ParsePublicURL(h.PublicURL); err != nil {
 		return fmt.Errorf("public_url: %w", err)
 	}
 	return nil
@@ -69,7 +68,7 @@ func (h *Handler) publicURL(r *http.Request, requestURI string) string {
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
 		public = repl.ReplaceAll(public, "")
 	}
-	return withRequestURI(public, requestURI) // a bad expansion simply fails to verify
+	return verify.PublicURL(public, requestURI) // a bad expansion simply fails to verify
 }
 
 // requestOrigin is the scheme and host the request came to: `https` over TLS else `http`, and
@@ -85,15 +84,6 @@ func requestOrigin(r *http.Request) (scheme, host string) {
 		host = forwarded(r.Header, "X-Forwarded-Host", host)
 	}
 	return scheme, host
-}
-
-// withRequestURI is public_url as the URL a request was signed for: with no path (or just "/"),
-// the request's path and query appended; with one, public_url as it is.
-func withRequestURI(public, requestURI string) string {
-	if u, err := parsePublicURL(public); err == nil && (u.Path == "" || u.Path == "/") && u.RawQuery == "" {
-		return strings.TrimSuffix(public, "/") + requestURI
-	}
-	return public
 }
 
 // forwarded is the last value of a proxy's X-Forwarded-* header, across its lines: the one the
@@ -113,17 +103,6 @@ func forwarded(h http.Header, name, fallback string) string {
 		return fallback
 	}
 	return last
-}
-
-func parsePublicURL(raw string) (*url.URL, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, err
-	}
-	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return nil, fmt.Errorf("%q is not an absolute http or https URL", raw)
-	}
-	return u, nil
 }
 
 // Without public_url, the URL a URL-signing scheme's signature is checked against is rebuilt from

@@ -64,23 +64,14 @@ func jsonEscaped(s string) string {
 // `caddy hookgate sign` would print it; body "" is the demo body.
 func presetRequest(t *testing.T, keys map[string]signKey, preset, id, body string, at time.Time) *http.Request {
 	t.Helper()
-	h := Handler{Preset: preset}
+	args := []string{"--preset", preset, "--secret", keys[preset].signer, "--id", id, "--url", "http://localhost:9080/hooks/" + preset + "?a=1"}
+	if body != "" {
+		args = append(args, "--body", body)
+	}
 	if preset == "generic" {
-		h.SignatureHeader, h.Prefix, h.Signed, h.TimestampHeader = "X-Webhook-Signature", "sha256=", "{timestamp}.{body}", "X-Webhook-Timestamp"
-		h.ID = &Source{From: "header", Name: "X-Webhook-Id"}
+		args = append(args, genericFlags...)
 	}
-	in := signInput{secret: keys[preset].signer, id: id, body: body, url: "http://localhost:9080/hooks/" + preset + "?a=1"}
-	line, err := signedCurl(&h, in, at)
-	if err != nil {
-		t.Fatalf("signing for %s: %v", preset, err)
-	}
-	url, hdr, sent := parseCurl(t, curlArgs(t, line))
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(sent))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header = hdr
-	return req
+	return printedRequestAt(t, at, args...)
 }
 
 // signatureHeaders are the headers carrying preset's signatures.

@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/chromedp/chromedp"
 
+	"github.com/hookgate/hookgate/caddymodule/hookgatecmd"
 	"github.com/hookgate/hookgate/dedupe"
 )
 
@@ -108,7 +109,7 @@ func startUIProxy(t *testing.T) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	printed, done := make(lineOf, 1), make(chan error, 1)
-	go func() { done <- serveUIProxy(ctx, "localhost:2999", 0, printed) }()
+	go func() { done <- hookgatecmd.Run(ctx, printed, "ui", "--address", "localhost:2999") }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

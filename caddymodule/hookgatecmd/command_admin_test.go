@@ -1,10 +1,13 @@
-package caddymodule
+package hookgatecmd
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -21,7 +24,7 @@ func TestCLIDoesNotFollowARedirectWithItsPost(t *testing.T) {
 	admin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/hookgate/replay/elsewhere" {
 			followed.Add(1)
-			writeJSON(w, map[string]any{"replayed": 4})
+			json.NewEncoder(w).Encode(map[string]any{"replayed": 4})
 			return
 		}
 		http.Redirect(w, r, "/hookgate/replay/elsewhere", http.StatusTemporaryRedirect)
@@ -34,6 +37,14 @@ func TestCLIDoesNotFollowARedirectWithItsPost(t *testing.T) {
 	}
 }
 
+// runHookgateCLIAt runs `caddy hookgate <args>` against the admin API at address.
+func runHookgateCLIAt(address string, args ...string) (string, error) {
+	var out bytes.Buffer
+	// --address right after the subcommand, so that it is a flag even when args hold "--".
+	err := Run(context.Background(), &out, append([]string{args[0], "--address", address}, args[1:]...)...)
+	return out.String(), err
+}
+
 // fakeAdminBeforeIDQuery answers as an admin API from before ?id= did: it reads the event ID
 // from the path only, and a replay whose path names no event replays every dead letter. It
 // records each request it answers.
@@ -44,14 +55,20 @@ func fakeAdminBeforeIDQuery(t *testing.T) (addr string, requests func() []string
 		mu.Lock()
 		seen = append(seen, r.Method+" "+r.URL.RequestURI())
 		mu.Unlock()
-		parts, err := pathParts(r.URL.EscapedPath())
+		// /hookgate/replay/<route>[/<id>], each segment unescaped, as the admin API splits it.
+		parts := strings.Split(strings.TrimPrefix(r.URL.EscapedPath(), "/hookgate/"), "/")
+		var id string
+		var err error
+		if len(parts) > 2 {
+			id, err = url.PathUnescape(parts[2])
+		}
 		switch {
 		case err != nil || len(parts) < 2:
 			http.NotFound(w, r)
-		case len(parts) == 2 || parts[2] == "":
-			writeJSON(w, map[string]any{"replayed": 4})
+		case id == "":
+			json.NewEncoder(w).Encode(map[string]any{"replayed": 4})
 		default:
-			writeJSON(w, map[string]any{"replayed": 1, "id": parts[2]})
+			json.NewEncoder(w).Encode(map[string]any{"replayed": 1, "id": id})
 		}
 	}))
 	t.Cleanup(admin.Close)

@@ -1,4 +1,4 @@
-package caddymodule
+package hookgatecmd
 
 import (
 	"bytes"
@@ -20,6 +20,10 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// defaultLimit is how many events `events` asks for unless --limit says: the admin API's own
+// default (caddymodule/admin_list.go), asked for explicitly.
+const defaultLimit = 100
+
 // adminCommands are the operator's view of async routes, through the running Caddy's admin API.
 func adminCommands() []*cobra.Command {
 	var state, after string
@@ -33,7 +37,7 @@ func adminCommands() []*cobra.Command {
 			return http.MethodGet, "/hookgate/events/" + url.PathEscape(args[0]) + "?" + q.Encode(), nil
 		})
 	events.Flags().StringVar(&state, "state", "pending", "pending, delivered, dead or superseded")
-	events.Flags().IntVar(&limit, "limit", defaultListLimit, "most events to list")
+	events.Flags().IntVar(&limit, "limit", defaultLimit, "most events to list")
 	events.Flags().StringVar(&after, "after", "", "list from after this cursor: the next of the page before")
 
 	show := adminCommand("show <route> <id>", "Shows one event: attempts, last error, next attempt", cobra.ExactArgs(2),

@@ -1,13 +1,12 @@
-package caddymodule
+package hookgatecmd
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/url"
 	"time"
 
+	"github.com/hookgate/hookgate/internal/jsonpath"
 	"github.com/hookgate/hookgate/verify"
 )
 
@@ -19,7 +18,7 @@ var demoEvents = map[string]string{
 	"sendgrid":   `[{"sg_event_id":%[1]s,"event":"processed","email":"demo@example.com","timestamp":%[2]d}]`,
 	"line":       `{"destination":"Uhookgatedemo","events":[{"type":"message","webhookEventId":%[1]s,"timestamp":%[2]d,"deliveryContext":{"isRedelivery":false}}]}`,
 	"gocardless": `{"events":[{"id":%[1]s,"resource_type":"payments","action":"created","created_at_ms":%[2]d}],"meta":{"webhook_id":%[1]s}}`,
-	// Linear's body carries the signed time the gateway checks (bodytimestamp.go).
+	// Linear's body carries the signed time the gateway checks (caddymodule/bodytimestamp.go).
 	"linear": `{"action":"create","type":"Issue","data":{"id":%[1]s},"webhookTimestamp":%[2]d}`,
 	// type 2 is an application command: type 1 would be the PING the gateway answers itself.
 	"discord": `{"id":%[1]s,"type":2,"token":"demo","data":{"name":"hookgate"},"sent_ms":%[2]d}`,
@@ -48,11 +47,11 @@ func demoBody(cfg verify.Config, form bool, id string, now time.Time) (string, e
 	}
 	var stamped string
 	if cfg.TimestampJSON != "" {
-		path, err := parseJSONPath(cfg.TimestampJSON)
-		if err != nil || len(path.steps) != 1 {
+		steps, err := jsonpath.Parse(cfg.TimestampJSON)
+		if err != nil || len(steps) != 1 {
 			return "", fmt.Errorf("--timestamp-json %s: the demo body carries a top-level key only; give the body with --body", cfg.TimestampJSON)
 		}
-		key, _ := json.Marshal(path.steps[0])
+		key, _ := json.Marshal(steps[0])
 		value, _ := json.Marshal(demoTimestamp(now, cfg.TimestampUnit))
 		stamped = fmt.Sprintf(`,%s:%s`, key, value)
 	}
@@ -69,10 +68,4 @@ func demoTimestamp(now time.Time, unit string) any {
 		return now.UTC().Format(time.RFC3339)
 	}
 	return now.Unix()
-}
-
-func randomEventID() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return "evt_" + hex.EncodeToString(b)
 }
