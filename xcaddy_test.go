@@ -36,7 +36,7 @@ func TestRunRebuildsOnlyWhenTheSourceChanged(t *testing.T) {
 	write(filepath.Join(tree, "xcaddy.sh"), string(script), 0o755)
 	write(filepath.Join(dir, "gopath", "bin", "xcaddy"), "#!/bin/sh\necho built >>"+filepath.Join(dir, "builds")+
 		"\ncat >./caddy <<'EOF'\n"+fakeCaddy(version)+"EOF\nchmod +x ./caddy\n", 0o755)
-	for _, f := range []string{"go.mod", "go.sum", "hookgate.go", "caddymodule/handler.go", "caddymodule/jsonbody.go",
+	for _, f := range []string{"go.mod", "go.sum", "hookgate.go", "caddymodule/handler.go", "caddymodule/event.go",
 		"caddymodule/handler_test.go", "caddymodule/ui/index.html", "dedupe/redisstore/lua/claim.lua", "README.md",
 		"verify/testdata/oracle/oracle.mjs"} {
 		write(filepath.Join(tree, f), "x\n", 0o644)
@@ -70,10 +70,10 @@ func TestRunRebuildsOnlyWhenTheSourceChanged(t *testing.T) {
 		run(f+" edited or added", true)
 		run("nothing changed since "+f, false)
 	}
-	if err := os.Remove(filepath.Join(tree, "caddymodule/jsonbody.go")); err != nil {
+	if err := os.Remove(filepath.Join(tree, "caddymodule/event.go")); err != nil {
 		t.Fatal(err)
 	}
-	run("caddymodule/jsonbody.go removed", true)
+	run("caddymodule/event.go removed", true)
 	write(filepath.Join(tree, "caddy"), fakeCaddy("v2.10.0"), 0o755)
 	run("./caddy is another Caddy version", true)
 	if n := count("runs"); n != 17 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/deliver"
+	"github.com/hookgate/hookgate/internal/jsonpath"
 	"github.com/hookgate/hookgate/verify"
 	"github.com/tidwall/gjson"
 	"golang.org/x/net/http/httpguts"
@@ -18,7 +19,7 @@ import (
 
 // claimFor pulls the event ID and, when configured, the entity and version out of a verified
 // request. Every error is a 400 reason in words.
-func (h *Handler) claimFor(r *http.Request, doc *jsonBody, verified verify.Result) (dedupe.Claim, error) {
+func (h *Handler) claimFor(r *http.Request, doc *jsonpath.Body, verified verify.Result) (dedupe.Claim, error) {
 	claim := dedupe.Claim{Namespace: h.Name, Lease: time.Duration(h.Lease)}
 	if h.ID != nil && !h.DedupeOff {
 		id, err := h.ID.lookup(r, doc)
@@ -28,7 +29,7 @@ func (h *Handler) claimFor(r *http.Request, doc *jsonBody, verified verify.Resul
 		claim.ID = id
 	}
 	if h.dedupeDigest && claim.ID != "" {
-		claim.Digest = h.signedDigest(verified, doc.raw)
+		claim.Digest = h.signedDigest(verified, doc.Raw())
 	}
 	if h.Version == nil {
 		return claim, nil
@@ -49,17 +50,17 @@ func (h *Handler) claimFor(r *http.Request, doc *jsonBody, verified verify.Resul
 }
 
 // lookup finds the source's value; a missing or empty value is an error, and so is a body the
-// JSON path cannot be read from as the app would (jsonbody.go).
-func (s *Source) lookup(r *http.Request, doc *jsonBody) (string, error) {
+// JSON path cannot be read from as the app would (internal/jsonpath).
+func (s *Source) lookup(r *http.Request, doc *jsonpath.Body) (string, error) {
 	var v string
 	switch s.From {
 	case "body_sha256": // signed with the body; a retry carries the same body
-		sum := sha256.Sum256(doc.raw)
+		sum := sha256.Sum256(doc.Raw())
 		return hex.EncodeToString(sum[:]), nil
 	case "header":
 		v = r.Header.Get(s.key)
 	case "json":
-		res, err := doc.get(&s.path)
+		res, err := doc.Get(&s.path)
 		if err != nil {
 			return "", err
 		}
@@ -81,7 +82,7 @@ func (s *Source) provision() (err error) {
 	case "header":
 		s.key = http.CanonicalHeaderKey(s.Name)
 	case "json":
-		s.path, err = parseJSONPath(s.Name)
+		s.path, err = jsonpath.Compile(s.Name)
 	}
 	return err
 }
@@ -174,17 +175,17 @@ type Filter struct {
 	// line compared whole. At least one is required.
 	Values []string `json:"values"`
 
-	key      string   // a header's canonical key (provision)
-	path     jsonPath // a JSON path's steps (provision)
-	exact    []string // the values without a trailing `*`
-	prefixes []string // the values with one, without it
-	reason   string   // {http.hookgate.reason} of an event this filter ignores
+	key      string        // a header's canonical key (provision)
+	path     jsonpath.Path // a JSON path's steps (provision)
+	exact    []string      // the values without a trailing `*`
+	prefixes []string      // the values with one, without it
+	reason   string        // {http.hookgate.reason} of an event this filter ignores
 }
 
 // filter answers 200 ignored, before the event is claimed or queued, when the verified event
 // fails one of the route's `only` filters; answered is false when it is to go on. A body a JSON
-// filter cannot read as the app would is refused 400 (jsonbody.go).
-func (h *Handler) filter(out *outcome, r *http.Request, doc *jsonBody) (answered bool, _ error) {
+// filter cannot read as the app would is refused 400 (internal/jsonpath).
+func (h *Handler) filter(out *outcome, r *http.Request, doc *jsonpath.Body) (answered bool, _ error) {
 	for i := range h.Only {
 		f := &h.Only[i]
 		match, err := f.matches(r, doc)
@@ -208,7 +209,7 @@ func (h *Handler) filter(out *outcome, r *http.Request, doc *jsonBody) (answered
 
 // matches reports whether the request's value matches one of the filter's values. A body that is
 // not JSON matches no JSON filter; one refused as JSON is the error.
-func (f *Filter) matches(r *http.Request, doc *jsonBody) (bool, error) {
+func (f *Filter) matches(r *http.Request, doc *jsonpath.Body) (bool, error) {
 	if f.From == "header" {
 		for _, v := range r.Header[f.key] {
 			if f.matchValue(v) {
@@ -217,9 +218,9 @@ func (f *Filter) matches(r *http.Request, doc *jsonBody) (bool, error) {
 		}
 		return false, nil
 	}
-	res, err := doc.get(&f.path)
+	res, err := doc.Get(&f.path)
 	switch {
-	case errors.Is(err, errNotJSON):
+	case errors.Is(err, jsonpath.ErrNotJSON):
 		return false, nil
 	case err != nil:
 		return false, err
@@ -299,7 +300,7 @@ func (f *Filter) provision() error {
 	f.key = http.CanonicalHeaderKey(f.Name)
 	if f.From == "json" {
 		var err error
-		if f.path, err = parseJSONPath(f.Name); err != nil {
+		if f.path, err = jsonpath.Compile(f.Name); err != nil {
 			return fmt.Errorf("only json: %w", err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/hookgate/hookgate/internal/jsonpath"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
@@ -49,7 +50,7 @@ func TestOnlyValuesMatchExactlyOrByPrefix(t *testing.T) {
 			if err := f.provision(); err != nil {
 				t.Fatal(err)
 			}
-			if got, err := f.matches(&http.Request{Header: http.Header{}}, &jsonBody{raw: body}); got != tc.want || err != nil {
+			if got, err := f.matches(&http.Request{Header: http.Header{}}, new(jsonpath.NewBody(body))); got != tc.want || err != nil {
 				t.Fatalf("only %s %s %v on %s: matched %v, want %v", f.From, f.Name, f.Values, body, got, tc.want)
 			}
 		})
@@ -64,7 +65,7 @@ func TestOnlyJSONNeverMatchesABodyThatIsNotJSON(t *testing.T) {
 	// gjson alone would find a "type" in this truncated body.
 	body := []byte(`{"type":"invoice.paid","data":{`)
 	w := &discardWriter{header: http.Header{}}
-	answered, err := h.filter(&outcome{w: w}, &http.Request{Header: http.Header{}}, &jsonBody{raw: body})
+	answered, err := h.filter(&outcome{w: w}, &http.Request{Header: http.Header{}}, new(jsonpath.NewBody(body)))
 	if err != nil || !answered || w.status != http.StatusOK {
 		t.Fatalf("a truncated JSON body: answered %v (status %d, err %v), want 200 ignored", answered, w.status, err)
 	}
@@ -85,7 +86,7 @@ func TestOnlyIgnoredEventLoggedAtDebugWithItsFilter(t *testing.T) {
 	}
 	r := httptest.NewRequest(http.MethodPost, "/hooks", nil)
 	out := &outcome{w: httptest.NewRecorder()}
-	if answered, _ := h.filter(out, r, &jsonBody{raw: []byte(stripeBody("evt_7", "invoice.paid", "cus_other"))}); !answered {
+	if answered, _ := h.filter(out, r, new(jsonpath.NewBody([]byte(stripeBody("evt_7", "invoice.paid", "cus_other"))))); !answered {
 		t.Fatal("an event of another customer was not ignored")
 	}
 	h.logRequest(out, r)

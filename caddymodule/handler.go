@@ -10,6 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/hookgate/hookgate/caddymodule/ledgerpool"
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/jsonpath"
 	"go.uber.org/zap"
 )
 
@@ -17,7 +18,7 @@ import (
 // headers, refuse on the headers alone what can never verify, reserve the body's memory in the
 // server's budget (body.go), read the raw body, verify, answer the provider's endpoint check
 // itself (never forwarded nor recorded), answer 200 ignored an event the route's `only` filters
-// leave out (event.go), extract the event (JSON read as the app will, jsonbody.go), then either
+// leave out (event.go), extract the event (JSON read as the app will, internal/jsonpath), then either
 // queue it durably and answer 202 (async mode), or claim it in the ledger, hand it to the next
 // handler (with the gateway's signature under sign_upstream, signupstream.go), and mark it done or
 // release it (sync mode). An ID the signature does not cover is claimed together with the digest
@@ -62,7 +63,7 @@ func (h *Handler) serve(out *outcome, w http.ResponseWriter, r *http.Request, ne
 	// What was signed besides the body: the public URL, for schemes that sign it, or a timestamp
 	// inside the body (message.go).
 	msg := h.message(r, body)
-	doc := jsonBody{raw: body} // read, if at all, as the app will (jsonbody.go)
+	doc := jsonpath.NewBody(body) // read, if at all, as the app will (internal/jsonpath)
 	verified, err := h.verify(&msg, &doc, time.Now())
 	held.verified() // verification's own buffers are no longer held (body.go)
 	if err != nil {

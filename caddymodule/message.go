@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/hookgate/hookgate/internal/jsonpath"
 	"github.com/hookgate/hookgate/verify"
 )
 
@@ -241,15 +242,15 @@ func splitHost(host string) (name, port string) {
 // verify checks the signature, then, for a scheme whose timestamp is a field of the signed body
 // rather than a header (Linear's webhookTimestamp), that field's freshness: the body is signed,
 // so the field is too, and a captured request replayed later is refused as stale. A body the
-// field cannot be read from as the app would is a *jsonRefusal (jsonbody.go).
-func (h *Handler) verify(msg *verify.Message, doc *jsonBody, now time.Time) (verify.Result, error) {
+// field cannot be read from as the app would is a *jsonpath.Refusal (internal/jsonpath).
+func (h *Handler) verify(msg *verify.Message, doc *jsonpath.Body, now time.Time) (verify.Result, error) {
 	defer h.timeVerify(now) // now is taken just before the call: the verification's start too
 	verified, err := h.verifier.VerifyMessage(msg, now)
 	if err != nil || h.timestampPath == nil {
 		return verified, err
 	}
-	stamp, err := doc.get(h.timestampPath)
-	if err != nil && !errors.Is(err, errNotJSON) { // not JSON: the timestamp is missing
+	stamp, err := doc.Get(h.timestampPath)
+	if err != nil && !errors.Is(err, jsonpath.ErrNotJSON) { // not JSON: the timestamp is missing
 		return verify.Result{}, err
 	}
 	if err := h.verifier.CheckTimestamp(stamp.String(), now); err != nil {
@@ -262,7 +263,7 @@ func (h *Handler) verify(msg *verify.Message, doc *jsonBody, now time.Time) (ver
 func (h *Handler) provisionBodyTimestamp() error {
 	h.timestampPath = nil
 	if text := h.verifier.Config().TimestampJSON; text != "" {
-		path, err := parseJSONPath(text)
+		path, err := jsonpath.Compile(text)
 		if err != nil {
 			return fmt.Errorf("timestamp_json: %w", err)
 		}
@@ -274,7 +275,7 @@ func (h *Handler) provisionBodyTimestamp() error {
 // verifyStatus is the status of a request verify refused: 401, or 400 for a signed body whose
 // timestamp field cannot be read as the app would.
 func verifyStatus(err error) int {
-	var refused *jsonRefusal
+	var refused *jsonpath.Refusal
 	if errors.As(err, &refused) {
 		return http.StatusBadRequest
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hookgate/hookgate/caddymodule/ledgerpool"
 	"github.com/hookgate/hookgate/deliver"
+	"github.com/hookgate/hookgate/internal/jsonpath"
 	"github.com/hookgate/hookgate/verify"
 )
 
@@ -160,7 +161,7 @@ type Handler struct {
 	verifier *verify.Verifier
 	scheme   string // sent as Hookgate-Verified
 	// timestampPath is the scheme's TimestampJSON, split into steps (message.go).
-	timestampPath *jsonPath
+	timestampPath *jsonpath.Path
 	// signsURL is set when the scheme signs the method or URL, so requests need their public URL.
 	signsURL bool
 	// dedupeDigest is set when the signature does not cover the event ID (event.go).
@@ -198,8 +199,8 @@ type Source struct {
 	// (`data.object.id`, `events.0.id`; `\` makes a dot part of a key); empty for body_sha256.
 	Name string `json:"name,omitempty"`
 
-	key  string   // a header's canonical key (provision)
-	path jsonPath // a JSON path's steps (provision)
+	key  string        // a header's canonical key (provision)
+	path jsonpath.Path // a JSON path's steps (provision)
 }
 
 // VersionSource locates an event's entity key and its version. Versions are integers or RFC 3339

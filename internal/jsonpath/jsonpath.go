@@ -1,8 +1,9 @@
 // Package jsonpath reads hookgate's JSON paths (`id json`, `only json`, `version json`,
 // timestamp_json): object keys and array indexes separated by dots, a `\` making the character
 // after it part of the key. gjson's wildcards, queries and modifiers are refused: they pick among
-// several values, which no app reads alike. It is its own package so that the handler and
-// `caddy hookgate sign` read a path alike without the CLI importing the handler.
+// several values, which no app reads alike. It also reads them from a verified body as the app
+// will (body.go). It is its own package so that the handler and `caddy hookgate sign` read a path
+// alike without the CLI importing the handler, and so that its fuzz tests build without Caddy.
 package jsonpath
 
 import (

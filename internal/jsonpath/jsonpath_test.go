@@ -7,7 +7,7 @@ import (
 )
 
 // A `\` keeps a dot or a query character in its key; unescaped, a query character is refused.
-// (caddymodule's jsonbody_test.go checks every refusal through the routes that read paths.)
+// (caddymodule's event_json_test.go checks the refusals through the routes that read paths.)
 func TestParse(t *testing.T) {
 	steps, err := Parse(`meta\.data.list.1.\*`)
 	if want := []string{"meta.data", "list", "1", "*"}; err != nil || !slices.Equal(steps, want) {

@@ -1,4 +1,4 @@
-package caddymodule
+package jsonpath
 
 import (
 	"errors"
@@ -9,17 +9,17 @@ import (
 	"unsafe"
 
 	"github.com/tidwall/gjson"
-
-	"github.com/hookgate/hookgate/internal/jsonpath"
 )
 
+// Reading a body.
+//
 // hookgate reads JSON from a verified body (`only json`, `id json`, `version json`, a scheme's
 // timestamp in the body) and must read it as the app will, at a cost the body budget covers. Two
 // kinds of body break that, and are refused 400 on a route that reads JSON:
 //
 //   - Deep nesting. gjson validates recursively, a Go stack frame per level, so one signed 1 MiB
 //     body of `[[[[…` grew Caddy by a hundred MiB outside the budget. The depth is counted first,
-//     in one flat pass, and a body nested deeper than maxJSONDepth is never parsed.
+//     in one flat pass, and a body nested deeper than MaxDepth is never parsed.
 //   - A key spelt twice. gjson takes the first of two equal keys; Go's encoding/json, JavaScript
 //     and most apps the last, and encoding/json fills a struct's field from a key in any letter
 //     case. So where a key on a path hookgate reads appears more than once in its object (after
@@ -29,60 +29,66 @@ import (
 // Paths are plain (keys and array indexes between dots): gjson's wildcards, queries and
 // modifiers pick among several values, which no app reads alike.
 
-// maxJSONDepth is how deeply the arrays and objects of a body hookgate reads JSON from may nest.
+// MaxDepth is how deeply the arrays and objects of a body hookgate reads JSON from may nest.
 // Webhook payloads nest a handful of levels; encoding/json allows 10,000, but 128 keeps gjson's
 // recursion small.
-const maxJSONDepth = 128
+const MaxDepth = 128
 
-// errNotJSON is a body that is not valid JSON. A filter does not match it; an ID or version
+// ErrNotJSON is a body that is not valid JSON. A filter does not match it; an ID or version
 // cannot be read from it.
-var errNotJSON = errors.New("body is not valid JSON")
+var ErrNotJSON = errors.New("body is not valid JSON")
 
-// jsonRefusal is a JSON body hookgate will not read: too deeply nested, or with a key on the path
+// Refusal is a JSON body hookgate will not read: too deeply nested, or with a key on the path
 // spelt twice. It is answered 400, whatever reads it.
-type jsonRefusal struct{ reason string }
+type Refusal struct{ reason string }
 
-func (e *jsonRefusal) Error() string { return e.reason }
+func (e *Refusal) Error() string { return e.reason }
 
-var errTooDeep = &jsonRefusal{fmt.Sprintf("the JSON body nests arrays and objects more than %d levels deep", maxJSONDepth)}
+var errTooDeep = &Refusal{fmt.Sprintf("the JSON body nests arrays and objects more than %d levels deep", MaxDepth)}
 
-// jsonPath is a path into a JSON body: object keys and array indexes separated by dots, a `\`
+// Path is a path into a JSON body: object keys and array indexes separated by dots, a `\`
 // making the character after it part of the key.
-type jsonPath struct {
+type Path struct {
 	text  string   // as configured, for reasons
 	steps []string // the keys, unescaped
 }
 
-// parseJSONPath splits a configured path into its steps (jsonpath.Parse), keeping its text for
-// reasons.
-func parseJSONPath(text string) (jsonPath, error) {
-	steps, err := jsonpath.Parse(text)
-	return jsonPath{text: text, steps: steps}, err
+// Compile splits a configured path into its steps (Parse), keeping its text for reasons.
+func Compile(text string) (Path, error) {
+	steps, err := Parse(text)
+	return Path{text: text, steps: steps}, err
 }
 
-// jsonBody reads JSON from one request's verified body, checking it once, on the first read.
-type jsonBody struct {
+// Body reads JSON from one request's verified body, checking it once, on the first read.
+// The zero Body reads an empty body.
+type Body struct {
 	raw     []byte
 	checked bool
-	err     error // errNotJSON or errTooDeep
+	err     error // ErrNotJSON or errTooDeep
 }
 
-func (b *jsonBody) check() error {
+// NewBody reads raw, which must not change while the Body is read.
+func NewBody(raw []byte) Body { return Body{raw: raw} }
+
+// Raw is the body as read.
+func (b *Body) Raw() []byte { return b.raw }
+
+func (b *Body) check() error {
 	if !b.checked {
 		b.checked = true
 		switch {
-		case !withinDepth(unsafe.String(unsafe.SliceData(b.raw), len(b.raw)), maxJSONDepth):
+		case !withinDepth(unsafe.String(unsafe.SliceData(b.raw), len(b.raw)), MaxDepth):
 			b.err = errTooDeep
-		case !gjson.ValidBytes(b.raw): // recursive, but now at most maxJSONDepth deep
-			b.err = errNotJSON
+		case !gjson.ValidBytes(b.raw): // recursive, but now at most MaxDepth deep
+			b.err = ErrNotJSON
 		}
 	}
 	return b.err
 }
 
 // get is the value at path: a Result that does not exist when it is missing. Its error is
-// errNotJSON or a *jsonRefusal.
-func (b *jsonBody) get(path *jsonPath) (gjson.Result, error) {
+// ErrNotJSON or a *Refusal.
+func (b *Body) Get(path *Path) (gjson.Result, error) {
 	if err := b.check(); err != nil {
 		return gjson.Result{}, err
 	}
@@ -96,7 +102,7 @@ func (b *jsonBody) get(path *jsonPath) (gjson.Result, error) {
 		case '{':
 			var spelt string
 			if value, found, spelt = member(value, step); spelt != "" {
-				return gjson.Result{}, &jsonRefusal{fmt.Sprintf("JSON field %s: the key %q %s in its object "+
+				return gjson.Result{}, &Refusal{fmt.Sprintf("JSON field %s: the key %q %s in its object "+
 					"(counting \\u escapes and letter case alike), and apps differ on which one they read", path.text, step, spelt)}
 			}
 		case '[':
@@ -107,7 +113,7 @@ func (b *jsonBody) get(path *jsonPath) (gjson.Result, error) {
 		}
 	}
 	if value[0] == '"' && !decodedAlike(value) {
-		return gjson.Result{}, &jsonRefusal{fmt.Sprintf("JSON field %s: its text holds invalid UTF-8 or a lone \\u surrogate, which apps decode differently", path.text)}
+		return gjson.Result{}, &Refusal{fmt.Sprintf("JSON field %s: its text holds invalid UTF-8 or a lone \\u surrogate, which apps decode differently", path.text)}
 	}
 	res := gjson.Parse(value)
 	res.Raw, res.Str = strings.Clone(res.Raw), strings.Clone(res.Str)
@@ -161,7 +167,7 @@ func element(arr, step string) (value string, found bool) {
 
 // A flat scanner of JSON that gjson has validated: it finds the members of an object and the
 // elements of an array without parsing (so without copying) the values it steps over, and
-// counts nesting without recursion. jsonBody walks a path with it and parses only the value
+// counts nesting without recursion. Body walks a path with it and parses only the value
 // found.
 
 // withinDepth reports whether s nests arrays and objects at most limit deep, counting brackets

@@ -1,4 +1,4 @@
-package caddymodule
+package jsonpath
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 // walkEncodingJSON is the value an app decoding body with encoding/json into map[string]any
 // (numbers kept as written) finds at path, and whether it is there; ok is false when
 // encoding/json refuses the body.
-func walkEncodingJSON(body []byte, path *jsonPath) (value any, found, ok bool) {
+func walkEncodingJSON(body []byte, path *Path) (value any, found, ok bool) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var v any
@@ -61,7 +61,7 @@ func sameValue(res gjson.Result, v any) bool {
 	return false
 }
 
-// Whatever jsonBody reads from a body without refusing it, an app reading the same body with
+// Whatever Body reads from a body without refusing it, an app reading the same body with
 // encoding/json reads too: the same value at the same path, the same missing value, and the same
 // verdict on whether the body is JSON at all.
 func FuzzJSONBodyReadsWhatEncodingJSONReads(f *testing.F) {
@@ -87,19 +87,19 @@ func FuzzJSONBodyReadsWhatEncodingJSONReads(f *testing.F) {
 		f.Add([]byte(seed.body), seed.path)
 	}
 	f.Fuzz(func(t *testing.T, body []byte, text string) {
-		path, err := parseJSONPath(text)
+		path, err := Compile(text)
 		if err != nil {
 			return
 		}
-		doc := &jsonBody{raw: body}
-		res, err := doc.get(&path)
-		var refused *jsonRefusal
+		doc := &Body{raw: body}
+		res, err := doc.Get(&path)
+		var refused *Refusal
 		switch {
 		case errors.As(err, &refused):
 			return
-		case errors.Is(err, errNotJSON):
+		case errors.Is(err, ErrNotJSON):
 			if json.Valid(body) {
-				t.Fatalf("body %q: jsonBody says it is not JSON, encoding/json reads it", body)
+				t.Fatalf("body %q: Body says it is not JSON, encoding/json reads it", body)
 			}
 			return
 		case err != nil:
@@ -107,13 +107,13 @@ func FuzzJSONBodyReadsWhatEncodingJSONReads(f *testing.F) {
 		}
 		v, found, ok := walkEncodingJSON(body, &path)
 		if !ok {
-			t.Fatalf("body %q: jsonBody reads it as JSON (%s: %q), encoding/json refuses it", body, text, res.Raw)
+			t.Fatalf("body %q: Body reads it as JSON (%s: %q), encoding/json refuses it", body, text, res.Raw)
 		}
 		if res.Exists() != found {
-			t.Fatalf("body %q, path %q: jsonBody finds a value: %v (%q), encoding/json: %v (%#v)", body, text, res.Exists(), res.Raw, found, v)
+			t.Fatalf("body %q, path %q: Body finds a value: %v (%q), encoding/json: %v (%#v)", body, text, res.Exists(), res.Raw, found, v)
 		}
 		if found && !sameValue(res, v) {
-			t.Fatalf("body %q, path %q: jsonBody reads %s %q, encoding/json reads %#v", body, text, res.Type, res.String(), v)
+			t.Fatalf("body %q, path %q: Body reads %s %q, encoding/json reads %#v", body, text, res.Type, res.String(), v)
 		}
 	})
 }
