@@ -11,8 +11,6 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// Reading a body.
-//
 // hookgate reads JSON from a verified body (`only json`, `id json`, `version json`, a scheme's
 // timestamp in the body) and must read it as the app will, at a cost the body budget covers. Two
 // kinds of body break that, and are refused 400 on a route that reads JSON:
