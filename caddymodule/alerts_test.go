@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // prometheusExamples is examples/prometheus, from this package's directory.
@@ -100,7 +101,7 @@ func TestPrometheusExamplesAreValid(t *testing.T) {
 	// The dashboard's queries as recording rules, which promtool parses.
 	var groups strings.Builder
 	groups.WriteString("groups:\n  - name: dashboard\n    rules:\n")
-	for i, q := range dashboardQueries(t) {
+	for i, q := range hooktest.DashboardQueries(t, prometheusExamples) {
 		expr, _ := json.Marshal(q) // a JSON string is a YAML one
 		fmt.Fprintf(&groups, "      - record: dashboard:query%d\n        expr: %s\n", i, expr)
 	}
@@ -109,39 +110,6 @@ func TestPrometheusExamplesAreValid(t *testing.T) {
 		t.Fatal(err)
 	}
 	runPromtool(t, "check", "rules", file)
-}
-
-// dashboardQueries are the PromQL queries of the Grafana dashboard's panels, with its variables
-// as a query of the whole dashboard would have them: every route, a 1-minute rate window.
-func dashboardQueries(t *testing.T) []string {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(prometheusExamples, "hookgate.dashboard.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dashboard struct {
-		Panels []struct {
-			Title   string
-			Type    string
-			Targets []struct{ Expr string }
-		}
-	}
-	if err := json.Unmarshal(raw, &dashboard); err != nil {
-		t.Fatalf("hookgate.dashboard.json: %v", err)
-	}
-	var queries []string
-	for _, p := range dashboard.Panels {
-		if p.Type != "row" && len(p.Targets) == 0 {
-			t.Errorf("dashboard panel %q has no query", p.Title)
-		}
-		for _, target := range p.Targets {
-			queries = append(queries, strings.NewReplacer("$route", ".*", "$__rate_interval", "1m").Replace(target.Expr))
-		}
-	}
-	if len(queries) < 10 {
-		t.Fatalf("%d queries in the dashboard, want at least 10", len(queries))
-	}
-	return queries
 }
 
 var (
@@ -182,20 +150,20 @@ func TestAlertsAndDashboardUseOnlyLiveMetrics(t *testing.T) {
 }
 `, storageDir, asyncRoute(upstream), upstream), "caddyfile")
 	syncURL, asyncURL := "http://localhost:9080/hooks/alertsync", "http://localhost:9080/hooks/alertasync"
-	sendTo := func(url string, ev *event) reply {
-		got, err := trySendTo(tester.Client, url, ev)
+	sendTo := func(url string, ev *hooktest.Event) hooktest.Reply {
+		got, err := hooktest.TrySendTo(tester.Client, url, ev)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return got
 	}
-	expectReply(t, "sync", sendTo(syncURL, newEvent(t, "evt_alerts_sync", "obj_alerts", 1)), http.StatusOK, "")
-	forged := signedEvent(t, "evt_alerts_forged", `{}`, time.Now(), "whsec_bm90IHRoZSBzZWNyZXQgYXQgYWxsISEh")
-	expectReply(t, "forged", sendTo(syncURL, forged), http.StatusUnauthorized, "")
-	expectReply(t, "async", sendTo(asyncURL, newEvent(t, "evt_alerts_async", "obj_alerts_async", 1)), http.StatusAccepted, "")
-	expectReply(t, "async, dead", sendTo(asyncURL, newEvent(t, deadID, "obj_alerts_dead", 1)), http.StatusAccepted, "")
+	hooktest.ExpectReply(t, "sync", sendTo(syncURL, hooktest.NewEvent(t, "evt_alerts_sync", "obj_alerts", 1)), http.StatusOK, "")
+	forged := hooktest.SignedEvent(t, "evt_alerts_forged", `{}`, time.Now(), "whsec_bm90IHRoZSBzZWNyZXQgYXQgYWxsISEh")
+	hooktest.ExpectReply(t, "forged", sendTo(syncURL, forged), http.StatusUnauthorized, "")
+	hooktest.ExpectReply(t, "async", sendTo(asyncURL, hooktest.NewEvent(t, "evt_alerts_async", "obj_alerts_async", 1)), http.StatusAccepted, "")
+	hooktest.ExpectReply(t, "async, dead", sendTo(asyncURL, hooktest.NewEvent(t, deadID, "obj_alerts_dead", 1)), http.StatusAccepted, "")
 	var live map[string]float64
-	waitFor(t, "the delivery and the dead letter counted", 10*time.Second, func() bool {
+	hooktest.WaitFor(t, "the delivery and the dead letter counted", 10*time.Second, func() bool {
 		live = scrape(t)
 		return live[`hookgate_deliveries_total{result="delivered",route="alertasync"}`] == 1 &&
 			live[`hookgate_deliveries_total{result="dead",route="alertasync"}`] == 1
@@ -209,7 +177,7 @@ func TestAlertsAndDashboardUseOnlyLiveMetrics(t *testing.T) {
 		}
 		queries = append(queries, string(text))
 	}
-	queries = append(queries, dashboardQueries(t)...)
+	queries = append(queries, hooktest.DashboardQueries(t, prometheusExamples)...)
 	names := map[string]bool{}
 	for _, q := range queries {
 		for _, m := range metricSelector.FindAllStringSubmatch(q, -1) {

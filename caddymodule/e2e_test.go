@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookgate/hookgate/internal/redistest"
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // binaryGateway is the xcaddy-built binary running the repository's root Caddyfile: hookgate in
@@ -27,26 +27,15 @@ type binaryGateway struct {
 	cmd         *exec.Cmd
 }
 
-// freePort is a port for a server the test starts later; the parallel tests never get the same
-// one, nor one a Redis server or cluster bus of theirs was given.
-func freePort(t *testing.T) int {
-	t.Helper()
-	port, err := redistest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return port
-}
-
 func newBinaryGateway(t *testing.T, config string) *binaryGateway {
-	g := &binaryGateway{bin: caddyBinary(t), config: config, dataHome: t.TempDir(), port: freePort(t)}
+	g := &binaryGateway{bin: caddyBinary(t), config: config, dataHome: t.TempDir(), port: hooktest.FreePort(t)}
 	g.env = append(os.Environ(),
 		"XDG_DATA_HOME="+g.dataHome,
 		"XDG_CONFIG_HOME="+g.dataHome,
 		fmt.Sprintf("HOOKGATE_PORT=%d", g.port),
-		fmt.Sprintf("HOOKGATE_UPSTREAM_PORT=%d", freePort(t)),
-		fmt.Sprintf("HOOKGATE_ADMIN=localhost:%d", freePort(t)),
-		"HOOKGATE_SECRET="+testSecret,
+		fmt.Sprintf("HOOKGATE_UPSTREAM_PORT=%d", hooktest.FreePort(t)),
+		fmt.Sprintf("HOOKGATE_ADMIN=localhost:%d", hooktest.FreePort(t)),
+		"HOOKGATE_SECRET="+hooktest.Secret,
 	)
 	t.Cleanup(g.kill)
 	return g
@@ -95,8 +84,8 @@ func (g *binaryGateway) kill() {
 func (g *binaryGateway) signedRequest(t *testing.T, id string) *http.Request {
 	t.Helper()
 	url := fmt.Sprintf("http://localhost:%d/hooks/demo", g.port)
-	line := strings.TrimSpace(g.run(t, "hookgate", "sign", "--preset", "standard", "--secret", testSecret, "--url", url, "--id", id))
-	url, hdr, body := parseCurl(t, curlArgs(t, line))
+	line := strings.TrimSpace(g.run(t, "hookgate", "sign", "--preset", "standard", "--secret", hooktest.Secret, "--url", url, "--id", id))
+	url, hdr, body := hooktest.ParseCurl(hooktest.CurlArgs(t, line))
 	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -111,12 +100,12 @@ func TestEndToEndWithBuiltBinary(t *testing.T) {
 	g.start(t)
 
 	req := g.signedRequest(t, "evt_e2e_1")
-	expectReply(t, "signed by `caddy hookgate sign`", doRequest(t, http.DefaultClient, req), http.StatusOK, `"event_id":"evt_e2e_1","verified":"standard"`)
-	expectReply(t, "replay", doRequest(t, http.DefaultClient, req), http.StatusOK, `"duplicate":true`)
+	hooktest.ExpectReply(t, "signed by `caddy hookgate sign`", hooktest.DoRequest(t, http.DefaultClient, req), http.StatusOK, `"event_id":"evt_e2e_1","verified":"standard"`)
+	hooktest.ExpectReply(t, "replay", hooktest.DoRequest(t, http.DefaultClient, req), http.StatusOK, `"duplicate":true`)
 
 	forged := g.signedRequest(t, "evt_e2e_2")
 	forged.Header.Set("Webhook-Signature", "v1,"+strings.Repeat("A", 43)+"=")
-	expectReply(t, "forged", doRequest(t, http.DefaultClient, forged), http.StatusUnauthorized, "signature")
+	hooktest.ExpectReply(t, "forged", hooktest.DoRequest(t, http.DefaultClient, forged), http.StatusUnauthorized, "signature")
 
 	// `caddy validate` is a second process: it must provision the config while the server holds
 	// the ledger's lock.
@@ -127,15 +116,15 @@ func TestEndToEndWithBuiltBinary(t *testing.T) {
 	// Async mode on /queue/*: 202 at once, then delivered to the demo app, as the CLI shows.
 	queued := g.signedRequest(t, "evt_e2e_async")
 	queued.URL.Path = "/queue/demo"
-	expectReply(t, "async", doRequest(t, http.DefaultClient, queued), http.StatusAccepted, `{"received":true,"id":"evt_e2e_async"}`)
-	waitFor(t, "the CLI to list it as delivered", 10*time.Second, func() bool {
+	hooktest.ExpectReply(t, "async", hooktest.DoRequest(t, http.DefaultClient, queued), http.StatusAccepted, `{"received":true,"id":"evt_e2e_async"}`)
+	hooktest.WaitFor(t, "the CLI to list it as delivered", 10*time.Second, func() bool {
 		return strings.Contains(g.run(t, "hookgate", "events", "demo-async", "--state", "delivered", "--config", "Caddyfile"), `"id": "evt_e2e_async"`)
 	})
 
 	// The dedupe record is durable: after kill -9 and a restart the replay is still a duplicate.
 	g.kill()
 	g.start(t)
-	expectReply(t, "replay after kill -9", doRequest(t, http.DefaultClient, req), http.StatusOK, `"duplicate":true`)
+	hooktest.ExpectReply(t, "replay after kill -9", hooktest.DoRequest(t, http.DefaultClient, req), http.StatusOK, `"duplicate":true`)
 	if _, err := os.Stat(filepath.Join(g.dataHome, "caddy", "hookgate")); err != nil {
 		t.Fatalf("ledger not in Caddy's data directory: %v", err)
 	}

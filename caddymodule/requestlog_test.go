@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/hookgate/hookgate/internal/hooktest"
 	"github.com/hookgate/hookgate/verify"
 )
 
@@ -75,7 +76,7 @@ func presetRequest(t *testing.T, keys map[string]signKey, preset, id, body strin
 	if err != nil {
 		t.Fatalf("signing for %s: %v", preset, err)
 	}
-	url, hdr, sent := parseCurl(t, curlArgs(t, line))
+	url, hdr, sent := hooktest.ParseCurl(hooktest.CurlArgs(t, line))
 	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(sent))
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +127,7 @@ func isAlnum(c byte) bool {
 // signature header's value or a body.
 func TestLogsOfEveryPresetShowNoSecretSignatureOrBody(t *testing.T) {
 	keys := signKeys(t)
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	logFile := filepath.Join(t.TempDir(), "hookgate.log")
 	tester := caddytest.NewTester(t)
 	tester.InitServer(withLogFile(everyPresetConfig(keys, up.Listener.Addr().String()), logFile, "DEBUG"), "caddyfile")
@@ -141,7 +142,7 @@ func TestLogsOfEveryPresetShowNoSecretSignatureOrBody(t *testing.T) {
 	}
 	var refused []refusal
 	accepted, staleRefused := map[string]bool{}, 0
-	sendAndNote := func(what, preset string, req *http.Request) reply {
+	sendAndNote := func(what, preset string, req *http.Request) hooktest.Reply {
 		t.Helper()
 		for _, name := range signatureHeaders(preset) {
 			for _, v := range req.Header.Values(name) {
@@ -157,16 +158,16 @@ func TestLogsOfEveryPresetShowNoSecretSignatureOrBody(t *testing.T) {
 		var b bytes.Buffer
 		_, _ = b.ReadFrom(body)
 		secrets = append(secrets, b.String())
-		got := doRequest(t, tester.Client, req)
+		got := hooktest.DoRequest(t, tester.Client, req)
 		switch {
-		case got.status >= 200 && got.status < 300:
+		case got.Status >= 200 && got.Status < 300:
 			accepted["sign_"+preset] = true
-		case got.status >= 400:
+		case got.Status >= 400:
 			var answer refusal
-			if err := json.Unmarshal([]byte(got.body), &struct{ Error *string }{&answer.reason}); err != nil || answer.reason == "" {
-				t.Fatalf("%s %s: %d %q is not a refusal in words", preset, what, got.status, got.body)
+			if err := json.Unmarshal([]byte(got.Body), &struct{ Error *string }{&answer.reason}); err != nil || answer.reason == "" {
+				t.Fatalf("%s %s: %d %q is not a refusal in words", preset, what, got.Status, got.Body)
 			}
-			answer.route, answer.status = "sign_"+preset, got.status
+			answer.route, answer.status = "sign_"+preset, got.Status
 			refused = append(refused, answer)
 		}
 		return got
@@ -176,20 +177,20 @@ func TestLogsOfEveryPresetShowNoSecretSignatureOrBody(t *testing.T) {
 	for _, preset := range verify.PresetNames() {
 		id := "evt_logs_" + preset
 		genuine := presetRequest(t, keys, preset, id, "", now)
-		if got := sendAndNote("genuine", preset, genuine); got.status != http.StatusOK {
-			t.Fatalf("%s genuine: %d %q", preset, got.status, got.body)
+		if got := sendAndNote("genuine", preset, genuine); got.Status != http.StatusOK {
+			t.Fatalf("%s genuine: %d %q", preset, got.Status, got.Body)
 		}
-		if got := sendAndNote("forged", preset, forge(genuine, preset)); got.status != http.StatusUnauthorized {
-			t.Fatalf("%s forged: %d %q, want 401", preset, got.status, got.body)
+		if got := sendAndNote("forged", preset, forge(genuine, preset)); got.Status != http.StatusUnauthorized {
+			t.Fatalf("%s forged: %d %q, want 401", preset, got.Status, got.Body)
 		}
 		// A scheme with no signed timestamp cannot tell a stale request: it is a new event.
 		stale := presetRequest(t, keys, preset, id+"_stale", "", now.Add(-time.Hour))
-		switch got := sendAndNote("stale", preset, stale); got.status {
+		switch got := sendAndNote("stale", preset, stale); got.Status {
 		case http.StatusUnauthorized:
 			staleRefused++
 		case http.StatusOK:
 		default:
-			t.Fatalf("%s stale: %d %q", preset, got.status, got.body)
+			t.Fatalf("%s stale: %d %q", preset, got.Status, got.Body)
 		}
 	}
 	// Genuine headers with a body over max_body (413), and a genuine signature over a body with no
@@ -199,12 +200,12 @@ func TestLogsOfEveryPresetShowNoSecretSignatureOrBody(t *testing.T) {
 	large := `{"id":"evt_logs_too_large","pad":"` + strings.Repeat("L", defaultMaxBody) + `"}`
 	tooLarge.Body, tooLarge.ContentLength = nil, -1
 	tooLarge.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(large)), nil }
-	if got := sendAndNote("too large", "github", tooLarge); got.status != http.StatusRequestEntityTooLarge {
-		t.Fatalf("too large: %d %q", got.status, got.body)
+	if got := sendAndNote("too large", "github", tooLarge); got.Status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("too large: %d %q", got.Status, got.Body)
 	}
 	noID := presetRequest(t, keys, "stripe", "evt_unused", `{"object":"event","type":"hookgate.no_id","created":1}`, now)
-	if got := sendAndNote("no event ID", "stripe", noID); got.status != http.StatusBadRequest {
-		t.Fatalf("no event ID: %d %q", got.status, got.body)
+	if got := sendAndNote("no event ID", "stripe", noID); got.Status != http.StatusBadRequest {
+		t.Fatalf("no event ID: %d %q", got.Status, got.Body)
 	}
 
 	var lines []logLine
@@ -299,14 +300,14 @@ func TestRequestLogLevels(t *testing.T) {
 // A dead letter is one WARN line saying route, event ID, attempts, last status and last error;
 // the upstream's pause and its resumption are one WARN each, with the route.
 func TestDeadLetterPauseAndResumeLoggedAtWarn(t *testing.T) {
-	up := newUpstream(t)
-	up.status.Store(http.StatusInternalServerError)
+	up := hooktest.NewUpstream(t)
+	up.Status.Store(http.StatusInternalServerError)
 	logFile := filepath.Join(t.TempDir(), "hookgate.log")
 	cfg := gatewayConfig("deadlog", unusedUpstream, asyncRoute(up.Listener.Addr().String(), "max_attempts 2", "pause_after 2"))
 	tester := caddytest.NewTester(t)
 	tester.InitServer(withLogFile(cfg, logFile, "INFO"), "caddyfile")
 
-	expectReply(t, "an event the upstream fails", send(t, tester.Client, newEvent(t, "evt_deadlog_1", "obj_deadlog", 1)), http.StatusAccepted, "")
+	hooktest.ExpectReply(t, "an event the upstream fails", send(t, tester.Client, hooktest.NewEvent(t, "evt_deadlog_1", "obj_deadlog", 1)), http.StatusAccepted, "")
 	withMessage := func(lines []logLine, snippet string) (found []logLine) {
 		for _, l := range lines {
 			if strings.Contains(l.str("msg"), snippet) {
@@ -315,13 +316,13 @@ func TestDeadLetterPauseAndResumeLoggedAtWarn(t *testing.T) {
 		}
 		return found
 	}
-	waitFor(t, "the dead letter's line", 10*time.Second, func() bool {
+	hooktest.WaitFor(t, "the dead letter's line", 10*time.Second, func() bool {
 		lines, _ := readLogLines(t, logFile)
 		return len(withMessage(lines, "dead-lettered")) > 0
 	})
-	up.status.Store(http.StatusOK)
-	expectReply(t, "an event the upstream takes", send(t, tester.Client, newEvent(t, "evt_deadlog_2", "obj_deadlog", 2)), http.StatusAccepted, "")
-	waitFor(t, "the resumption's line", 10*time.Second, func() bool {
+	up.Status.Store(http.StatusOK)
+	hooktest.ExpectReply(t, "an event the upstream takes", send(t, tester.Client, hooktest.NewEvent(t, "evt_deadlog_2", "obj_deadlog", 2)), http.StatusAccepted, "")
+	hooktest.WaitFor(t, "the resumption's line", 10*time.Second, func() bool {
 		lines, _ := readLogLines(t, logFile)
 		return len(withMessage(lines, "delivery resumed")) > 0
 	})
