@@ -17,6 +17,10 @@ import (
 	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
+// prometheusExamples is examples/prometheus, from this package's directory. The rules' own tests,
+// which run promtool, are in caddymodule/e2e (alerts_test.go).
+const prometheusExamples = "../examples/prometheus"
+
 var (
 	// metricSelector is a hookgate metric's name in a query, with its label matchers if any.
 	metricSelector = regexp.MustCompile(`\b(hookgate_[a-z_]+)(\{[^}]*\})?`)

@@ -132,7 +132,7 @@ func TestResignDeliversEventsDelayedPastTheAppsWindow(t *testing.T) {
 func eventAttempts(t *testing.T, route, id string) int {
 	t.Helper()
 	_, shown := admin(t, http.MethodGet, "/hookgate/events/"+route+"/"+id)
-	var ev adminEvent
+	var ev struct{ Attempts int }
 	if err := json.Unmarshal([]byte(shown), &ev); err != nil {
 		t.Fatalf("admin API event %s: %v: %s", id, err, shown)
 	}

@@ -1,4 +1,6 @@
-package caddymodule
+//go:build e2e
+
+package e2e
 
 import (
 	"bufio"
@@ -35,7 +37,7 @@ const seedsEvents = 20
 // seedsDir is ../shared/seeds beside the repository, or the test fails: CI has it.
 func seedsDir(t *testing.T) string {
 	t.Helper()
-	dir, err := filepath.Abs(filepath.Join("..", "..", "shared", "seeds"))
+	dir, err := filepath.Abs(filepath.Join(repoRoot, "..", "shared", "seeds"))
 	if err != nil {
 		t.Fatal(err)
 	}

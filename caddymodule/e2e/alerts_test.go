@@ -1,4 +1,6 @@
-package caddymodule
+//go:build e2e
+
+package e2e
 
 import (
 	"encoding/json"
@@ -13,8 +15,8 @@ import (
 	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
-// prometheusExamples is examples/prometheus, from this package's directory.
-const prometheusExamples = "../examples/prometheus"
+// prometheusExamples is examples/prometheus.
+const prometheusExamples = repoRoot + "/examples/prometheus"
 
 // prometheusTool is the path of a Prometheus program (promtool, prometheus), which Debian's
 // prometheus package installs (`./xcaddy.sh test` installs it when missing).

@@ -1,4 +1,6 @@
-package caddymodule
+//go:build e2e
+
+package e2e
 
 import (
 	"cmp"
@@ -15,7 +17,20 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/internal/hooktest"
+	"github.com/hookgate/hookgate/internal/paralleltest"
 )
+
+// repoRoot is the repository's root, from this package's directory. The built binary runs there,
+// so a config named by a relative path (Caddyfile, examples/…) is the repository's own.
+const repoRoot = "../.."
+
+// Every test of the package runs its own Caddy processes, Redis servers, ports and directories,
+// and calls t.Parallel: four at a time, as they ran in caddymodule, where they waited on the same
+// two cores with the integration tests.
+func TestMain(m *testing.M) {
+	paralleltest.Default(4)
+	os.Exit(m.Run())
+}
 
 // binaryGateway is the xcaddy-built binary running the repository's root Caddyfile: hookgate in
 // front of the demo upstream, exactly what the README's first command runs.
@@ -44,7 +59,7 @@ func newBinaryGateway(t *testing.T, config string) *binaryGateway {
 func (g *binaryGateway) run(t *testing.T, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(g.bin, args...)
-	cmd.Dir = ".."
+	cmd.Dir = repoRoot
 	cmd.Env = g.env
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -56,7 +71,7 @@ func (g *binaryGateway) run(t *testing.T, args ...string) string {
 func (g *binaryGateway) start(t *testing.T) {
 	t.Helper()
 	g.cmd = exec.Command(g.bin, "run", "--config", g.config, "--adapter", "caddyfile")
-	g.cmd.Dir = ".."
+	g.cmd.Dir = repoRoot
 	g.cmd.Env = g.env
 	g.cmd.Stderr = &prefixWriter{t: t}
 	if err := g.cmd.Start(); err != nil {
