@@ -22,11 +22,7 @@ const prometheusExamples = repoRoot + "/examples/prometheus"
 // prometheus package installs (`./xcaddy.sh test` installs it when missing).
 func prometheusTool(t *testing.T, name string) string {
 	t.Helper()
-	path, err := exec.LookPath(name)
-	if err != nil {
-		t.Fatalf("%s is not installed: apt-get install prometheus (`./xcaddy.sh test` does): %v", name, err)
-	}
-	return path
+	return need(t, name, "prometheus")
 }
 
 // runPromtool runs promtool with args in examples/prometheus and fails with its output if it fails.

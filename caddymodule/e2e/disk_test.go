@@ -30,6 +30,11 @@ const diskImageSize = 128 << 20
 // cannot: the tests run as root, and xcaddy.sh installs the tools.
 func mountScratchExt4(t *testing.T, size int64) string {
 	t.Helper()
+	needRoot(t, "loop-mounting an ext4 image")
+	need(t, "mkfs.ext4", "e2fsprogs")
+	for _, program := range []string{"losetup", "mount", "umount"} {
+		need(t, program, "mount")
+	}
 	run := func(name string, args ...string) string {
 		t.Helper()
 		out, err := exec.Command(name, args...).CombinedOutput()

@@ -44,8 +44,9 @@ func seedsDir(t *testing.T) string {
 	if _, err := os.Stat(filepath.Join(dir, "receiver", "webhook-demo.mjs")); err != nil {
 		t.Fatalf("the seed programs are not beside the repository (%v): the test runs them from ../shared/seeds", err)
 	}
+	need(t, "node", "nodejs")
 	if _, err := os.Stat(filepath.Join("testdata", "seeds", "node_modules", "esbuild")); err != nil {
-		t.Fatalf("testdata/seeds has no node_modules (%v): run npm ci there (./xcaddy.sh test does)", err)
+		t.Fatalf("caddymodule/e2e/testdata/seeds has no node_modules (%v): run npm ci there (apt-get install -y npm; ./xcaddy.sh test does both)", err)
 	}
 	return dir
 }
