@@ -1,6 +1,7 @@
 package hookgate_test
 
 import (
+	"go/build"
 	"go/parser"
 	"go/token"
 	"os"
@@ -232,26 +233,55 @@ func shellWords(line string) []string {
 	return words
 }
 
-// goFuncs are the names of a package directory's Test, Fuzz and Benchmark functions.
-func goFuncs(t *testing.T, dir string) []string {
+// everyFile, as testSources's and goFuncs's tags, takes every test file, whatever its build
+// constraints.
+var everyFile []string
+
+// testSources are the texts of a package directory's test files that `go test -tags TAGS`
+// compiles (build constraints such as caddymodule/e2e's `//go:build e2e` and _GOOS suffixes
+// honoured); with everyFile, of all its test files.
+func testSources(t *testing.T, dir string, tags []string) []string {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(dir, "*_test.go"))
-	var names []string
+	ctx := build.Default
+	ctx.BuildTags = tags
+	var sources []string
 	for _, file := range files {
+		if tags != nil {
+			if compiled, err := ctx.MatchFile(dir, filepath.Base(file)); err != nil {
+				t.Fatal(err)
+			} else if !compiled {
+				continue
+			}
+		}
 		src, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, m := range regexp.MustCompile(`(?m)^func ((?:Test|Fuzz|Benchmark)\w*)\(`).FindAllStringSubmatch(string(src), -1) {
+		sources = append(sources, string(src))
+	}
+	return sources
+}
+
+// goFuncs are the names of the Test, Fuzz and Benchmark functions of testSources(dir, tags).
+func goFuncs(t *testing.T, dir string, tags []string) []string {
+	t.Helper()
+	var names []string
+	for _, src := range testSources(t, dir, tags) {
+		for _, m := range regexp.MustCompile(`(?m)^func ((?:Test|Fuzz|Benchmark)\w*)\(`).FindAllStringSubmatch(src, -1) {
 			names = append(names, m[1])
 		}
 	}
 	return names
 }
 
+// readsCaddyBin finds, in a test file, the tests' reading of the built binary's path.
+var readsCaddyBin = regexp.MustCompile(`os\.Getenv\("HOOKGATE_CADDY_BIN"\)`)
+
 // TestDocumentedGoCommandsNameWhatExists: each `./xcaddy.sh WORD`, `go test …` and `go run ./bench …`
 // the README and docs show runs something that exists: the script's subcommand, a package whose
-// tests match the -run, -fuzz or -bench pattern, the load tool's flags.
+// tests match the -run, -fuzz or -bench pattern in the files its -tags compile, the load tool's
+// flags. A `go test` of tests that need the built binary sets HOOKGATE_CADDY_BIN on its line.
 func TestDocumentedGoCommandsNameWhatExists(t *testing.T) {
 	script, err := os.ReadFile("xcaddy.sh")
 	if err != nil {
@@ -282,6 +312,14 @@ func TestDocumentedGoCommandsNameWhatExists(t *testing.T) {
 				if end := slices.IndexFunc(words, func(w string) bool { return w == "|" || w == ";" || w == "&&" || w == "#" }); end >= 0 {
 					words = words[:end]
 				}
+				tags := []string{} // what -tags names: the test files the command compiles
+				for i, word := range words {
+					if list, ok := strings.CutPrefix(word, "-tags="); ok {
+						tags = strings.Split(list, ",")
+					} else if word == "-tags" && i+1 < len(words) {
+						tags = strings.Split(words[i+1], ",")
+					}
+				}
 				for i, word := range words {
 					if m[1] == "run" && strings.HasPrefix(word, "-") {
 						name, _, _ := strings.Cut(strings.TrimLeft(word, "-"), "=")
@@ -293,8 +331,15 @@ func TestDocumentedGoCommandsNameWhatExists(t *testing.T) {
 						continue
 					}
 					if strings.HasPrefix(word, "./") {
-						if funcs := goFuncs(t, strings.TrimSuffix(strings.TrimSuffix(word, "..."), "/")); len(funcs) == 0 {
-							t.Errorf("%s: `go test %s`: no tests in %s", page, m[2], word)
+						dir := strings.TrimSuffix(strings.TrimSuffix(word, "..."), "/")
+						if funcs := goFuncs(t, dir, tags); len(funcs) == 0 {
+							t.Errorf("%s: `go test %s`: no tests in %s (with the build tags %q)", page, m[2], word, tags)
+						}
+						at := strings.Index(code, m[0])
+						before := code[strings.LastIndex(code[:at], "\n")+1 : at] // the line's environment
+						needsBinary := slices.ContainsFunc(testSources(t, dir, tags), readsCaddyBin.MatchString)
+						if needsBinary && !strings.Contains(before, "HOOKGATE_CADDY_BIN=") {
+							t.Errorf("%s: `go test %s`: the tests in %s run the built binary: the line sets no HOOKGATE_CADDY_BIN=", page, m[2], word)
 						}
 					}
 					if prefix, ok := kinds[word]; ok && i+1 < len(words) && words[i+1] != "^$" {
@@ -307,7 +352,7 @@ func TestDocumentedGoCommandsNameWhatExists(t *testing.T) {
 						}
 						found := false
 						for _, pkg := range pkgs {
-							for _, name := range goFuncs(t, pkg) {
+							for _, name := range goFuncs(t, pkg, tags) {
 								found = found || strings.HasPrefix(name, prefix) && pattern.MatchString(name)
 							}
 						}
@@ -333,7 +378,7 @@ func TestDocumentedTestsExist(t *testing.T) {
 			return filepath.SkipDir
 		}
 		if err == nil && d.IsDir() {
-			all = append(all, goFuncs(t, path)...)
+			all = append(all, goFuncs(t, path, everyFile)...)
 		}
 		return err
 	})

@@ -3,8 +3,9 @@
 #   ./xcaddy.sh build   builds ./caddy with hookgate (xcaddy, pinned Caddy)
 #   ./xcaddy.sh run     builds (unless ./caddy is current with the source), then runs the root Caddyfile:
 #                       hookgate on :8080 in front of a demo upstream
-#   ./xcaddy.sh test    runs every test (unit, caddytest, end to end) while building once for the end-to-end
-#                       ones; fails if any test skips
+#   ./xcaddy.sh test    runs every test (unit, caddytest, and the end-to-end ones of caddymodule/e2e, which
+#                       the build tag e2e compiles) while building once for the end-to-end ones; fails if
+#                       any test skips
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -85,7 +86,7 @@ run_tests() {
 	# verify's provider-oracle tests drive the providers' own npm libraries, pinned by this lock.
 	[ -d verify/testdata/oracle/node_modules ] || (cd verify/testdata/oracle && npm ci)
 	# The seed programs' end-to-end test compiles the platform's TypeScript sender with esbuild.
-	[ -d caddymodule/testdata/seeds/node_modules ] || (cd caddymodule/testdata/seeds && npm ci)
+	[ -d caddymodule/e2e/testdata/seeds/node_modules ] || (cd caddymodule/e2e/testdata/seeds && npm ci)
 	gofmt_out=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 	if [ -n "$gofmt_out" ]; then
 		echo "gofmt would change: $gofmt_out" >&2
@@ -96,11 +97,12 @@ run_tests() {
 	(if build >"$work/build.log" 2>&1; then echo ok; else echo "failed: see $work/build.log"; fi >"$work/status.tmp" &&
 		mv "$work/status.tmp" "$work/build.status") &
 	build_pid=$!
-	# -race here too, so vet reuses the packages the race-enabled tests compile.
-	go vet -race ./... || { echo "go vet failed; waiting for the caddy build to end" >&2; wait "$build_pid"; exit 1; }
+	# -race here too, so vet reuses the packages the race-enabled tests compile; -tags e2e, so it
+	# checks the end-to-end tests as well.
+	go vet -race -tags e2e ./... || { echo "go vet failed; waiting for the caddy build to end" >&2; wait "$build_pid"; exit 1; }
 	log="$work/test.log"
 	HOOKGATE_CADDY_BIN="$PWD/caddy" HOOKGATE_CADDY_BUILD_STATUS="$work/build.status" \
-		go test -count=1 -race -v -timeout 30m ./... 2>&1 | tee "$log" | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' || true
+		go test -count=1 -race -v -timeout 30m -tags e2e ./... 2>&1 | tee "$log" | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' || true
 	wait "$build_pid"
 	failed=
 	if grep -qE '^(--- FAIL|FAIL|panic:)' "$log"; then

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 var errInjectedIO = errors.New("injected: read error on the ledger's disk")
@@ -50,10 +51,10 @@ func swapQueue(t *testing.T, route string, wrap func(queueLedger) queueLedger) {
 // not dead is 409 (the operator asked for something that makes no sense now), and the ledger
 // failing to read is 500 (the server's fault, not the request's).
 func TestAdminErrorsSayWhatTheyAre(t *testing.T) {
-	up := newUpstream(t)
-	up.status.Store(http.StatusServiceUnavailable) // the event stays pending
+	up := hooktest.NewUpstream(t)
+	up.Status.Store(http.StatusServiceUnavailable) // the event stays pending
 	tester := startAsyncGateway(t, "adminerrors", up.Listener.Addr().String())
-	expectReply(t, "accepted", send(t, tester.Client, newEvent(t, "evt_ae_pending", "obj_ae", 1)), http.StatusAccepted, "")
+	hooktest.ExpectReply(t, "accepted", send(t, tester.Client, hooktest.NewEvent(t, "evt_ae_pending", "obj_ae", 1)), http.StatusAccepted, "")
 
 	for _, tc := range []struct {
 		method, path string

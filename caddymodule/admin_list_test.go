@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookgate/hookgate/internal/hooktest"
 	"github.com/hookgate/hookgate/internal/redistest"
 )
 
@@ -28,7 +29,7 @@ func checkPagingThroughDeadLetters(t *testing.T, route string, n int, sendOne fu
 		sendOne(i)
 	}
 	var whole deadPage
-	waitFor(t, "every event dead", 10*time.Second, func() bool {
+	hooktest.WaitFor(t, "every event dead", 10*time.Second, func() bool {
 		_, body := admin(t, http.MethodGet, "/hookgate/events/"+route+"?state=dead&limit=1000")
 		return json.Unmarshal([]byte(body), &whole) == nil && len(whole.Events) == n
 	})
@@ -87,23 +88,23 @@ func checkPagingThroughDeadLetters(t *testing.T, route string, n int, sendOne fu
 
 // More dead letters than a page, in a Badger ledger: each seen once, in order, page by page.
 func TestListingsPageThroughEveryDeadLetterOnce(t *testing.T) {
-	up := newUpstream(t)
-	up.status.Store(http.StatusNotFound)
+	up := hooktest.NewUpstream(t)
+	up.Status.Store(http.StatusNotFound)
 	tester := startAsyncGateway(t, "paging", up.Listener.Addr().String())
 	checkPagingThroughDeadLetters(t, "paging", 9, func(i int) {
-		ev := newEvent(t, fmt.Sprintf("evt_page_%d", i), fmt.Sprintf("obj_page_%d", i), 1)
-		expectReply(t, "accepted", send(t, tester.Client, ev), http.StatusAccepted, "")
+		ev := hooktest.NewEvent(t, fmt.Sprintf("evt_page_%d", i), fmt.Sprintf("obj_page_%d", i), 1)
+		hooktest.ExpectReply(t, "accepted", send(t, tester.Client, ev), http.StatusAccepted, "")
 	})
 }
 
 // The same on Redis.
 func TestRedisListingsPageThroughEveryDeadLetterOnce(t *testing.T) {
 	srv := startRedis(t, redistest.Durable...)
-	up := newUpstream(t)
-	up.status.Store(http.StatusNotFound)
+	up := hooktest.NewUpstream(t)
+	up.Status.Store(http.StatusNotFound)
 	tester := startRedisAsyncGateway(t, "redispaging", srv.Addr, nil, up.Listener.Addr().String())
 	checkPagingThroughDeadLetters(t, "redispaging", 9, func(i int) {
-		ev := newEvent(t, fmt.Sprintf("evt_rpage_%d", i), fmt.Sprintf("obj_rpage_%d", i), 1)
-		expectReply(t, "accepted", send(t, tester.Client, ev), http.StatusAccepted, "")
+		ev := hooktest.NewEvent(t, fmt.Sprintf("evt_rpage_%d", i), fmt.Sprintf("obj_rpage_%d", i), 1)
+		hooktest.ExpectReply(t, "accepted", send(t, tester.Client, ev), http.StatusAccepted, "")
 	})
 }

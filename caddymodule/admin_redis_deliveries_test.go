@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookgate/hookgate/internal/hooktest"
 	"github.com/hookgate/hookgate/internal/redistest"
 )
 
@@ -17,14 +18,14 @@ import (
 // page's listing answers 503 with Retry-After.
 func TestRedisDeliveriesListingAndReplayAll(t *testing.T) {
 	srv := startRedis(t, redistest.Durable...)
-	up := newUpstream(t)
-	up.status.Store(http.StatusNotFound)
+	up := hooktest.NewUpstream(t)
+	up.Status.Store(http.StatusNotFound)
 	tester := startRedisAsyncGateway(t, "redisdeliveries", srv.Addr, nil, up.Listener.Addr().String())
 	const n = 5
 	for i := range n {
-		expectReply(t, "accepted", send(t, tester.Client, newEvent(t, fmt.Sprintf("evt_rd_%d", i), fmt.Sprintf("obj_rd_%d", i), 1)), http.StatusAccepted, "")
+		hooktest.ExpectReply(t, "accepted", send(t, tester.Client, hooktest.NewEvent(t, fmt.Sprintf("evt_rd_%d", i), fmt.Sprintf("obj_rd_%d", i), 1)), http.StatusAccepted, "")
 	}
-	waitFor(t, "every event dead", 10*time.Second, func() bool {
+	hooktest.WaitFor(t, "every event dead", 10*time.Second, func() bool {
 		_, body := admin(t, http.MethodGet, "/hookgate/events/redisdeliveries?state=dead&fields=delivery")
 		return strings.Count(body, `"id":`) == n
 	})
@@ -50,13 +51,13 @@ func TestRedisDeliveriesListingAndReplayAll(t *testing.T) {
 		}
 	}
 
-	up.status.Store(http.StatusOK)
+	up.Status.Store(http.StatusOK)
 	if status, body := admin(t, http.MethodPost, "/hookgate/replay/redisdeliveries?all=1"); status != http.StatusOK || !strings.Contains(body, fmt.Sprintf(`"replayed":%d`, n)) {
 		t.Fatalf("replay all: %d %s, want %d replayed", status, body, n)
 	}
-	waitFor(t, "every replayed event delivered", 10*time.Second, func() bool { return up.total() == 2*n })
+	hooktest.WaitFor(t, "every replayed event delivered", 10*time.Second, func() bool { return up.Total() == 2*n })
 	for i := range n {
-		if c := up.count(fmt.Sprintf("evt_rd_%d", i)); c != 2 {
+		if c := up.Count(fmt.Sprintf("evt_rd_%d", i)); c != 2 {
 			t.Errorf("evt_rd_%d sent %d times, want 2", i, c)
 		}
 	}

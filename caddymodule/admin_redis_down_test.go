@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/hookgate/hookgate/internal/hooktest"
 	"github.com/hookgate/hookgate/internal/redistest"
 )
 
@@ -11,9 +12,9 @@ import (
 // `caddy hookgate` CLI) answers 503 for every route on it; each of them must say when to retry.
 func TestRedisDownAdmin503CarriesRetryAfter(t *testing.T) {
 	srv := startRedis(t, redistest.Durable...)
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	tester := startRedisAsyncGateway(t, "redisdownadmin", srv.Addr, nil, up.Listener.Addr().String())
-	expectReply(t, "before the outage", send(t, tester.Client, newEvent(t, "evt_ra503", "obj_ra503", 1)), http.StatusAccepted, "")
+	hooktest.ExpectReply(t, "before the outage", send(t, tester.Client, hooktest.NewEvent(t, "evt_ra503", "obj_ra503", 1)), http.StatusAccepted, "")
 
 	srv.Stop()
 	for _, c := range []struct{ method, path string }{

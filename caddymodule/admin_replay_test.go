@@ -14,13 +14,14 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // upstreamCounts is how many times up received each of ids.
-func upstreamCounts(up *upstream, ids []string) map[string]int {
+func upstreamCounts(up *hooktest.Upstream, ids []string) map[string]int {
 	counts := map[string]int{}
 	for _, id := range ids {
-		counts[id] = up.count(id)
+		counts[id] = up.Count(id)
 	}
 	return counts
 }
@@ -29,23 +30,23 @@ func upstreamCounts(up *upstream, ids []string) map[string]int {
 // replaying ".", "..", "a/b", "%2F" or "?#", through the API and then the CLI, sends that event
 // again and no other.
 func TestReplayOfDotIDReplaysOnlyThatEvent(t *testing.T) {
-	up := newUpstream(t)
-	up.status.Store(http.StatusNotFound) // every attempt makes a dead letter again
+	up := hooktest.NewUpstream(t)
+	up.Status.Store(http.StatusNotFound) // every attempt makes a dead letter again
 	tester := startAsyncGateway(t, "oddids", up.Listener.Addr().String())
 	odd := []string{".", "..", "a/b", "%2F", "?#"}
 	ids := append(odd, "evt_bystander")
 	for i, id := range ids {
-		expectReply(t, "accepted", send(t, tester.Client, newEvent(t, id, fmt.Sprintf("obj_odd_%d", i), 1)), http.StatusAccepted, "")
+		hooktest.ExpectReply(t, "accepted", send(t, tester.Client, hooktest.NewEvent(t, id, fmt.Sprintf("obj_odd_%d", i), 1)), http.StatusAccepted, "")
 	}
-	waitFor(t, "every event dead", 10*time.Second, func() bool {
+	hooktest.WaitFor(t, "every event dead", 10*time.Second, func() bool {
 		_, body := admin(t, http.MethodGet, "/hookgate/events/oddids?state=dead&fields=delivery")
 		return strings.Count(body, `"id":`) == len(ids)
 	})
 	deadAgain := func(id string, sent int) {
 		t.Helper()
-		waitFor(t, fmt.Sprintf("%q sent %d times and dead again", id, sent), 10*time.Second, func() bool {
+		hooktest.WaitFor(t, fmt.Sprintf("%q sent %d times and dead again", id, sent), 10*time.Second, func() bool {
 			var view eventView
-			return up.count(id) == sent && json.Unmarshal([]byte(hookgateCLI(t, "show", "oddids", id)), &view) == nil &&
+			return up.Count(id) == sent && json.Unmarshal([]byte(hookgateCLI(t, "show", "oddids", id)), &view) == nil &&
 				view.ID == id && view.State == "dead"
 		})
 	}
@@ -77,15 +78,15 @@ func TestReplayOfDotIDReplaysOnlyThatEvent(t *testing.T) {
 // anything; it never means "every dead letter", which takes ?all=1 (--all). A path ending in "."
 // is redirected by Go's mux to the route's path, which names no dead letter, and is refused there.
 func TestReplayRefusesAnEmptyID(t *testing.T) {
-	up := newUpstream(t)
-	up.status.Store(http.StatusNotFound)
+	up := hooktest.NewUpstream(t)
+	up.Status.Store(http.StatusNotFound)
 	tester := startAsyncGateway(t, "emptyid", up.Listener.Addr().String())
-	expectReply(t, "accepted", send(t, tester.Client, newEvent(t, "evt_empty_1", "obj_empty_1", 1)), http.StatusAccepted, "")
-	waitFor(t, "the dead letter", 10*time.Second, func() bool {
+	hooktest.ExpectReply(t, "accepted", send(t, tester.Client, hooktest.NewEvent(t, "evt_empty_1", "obj_empty_1", 1)), http.StatusAccepted, "")
+	hooktest.WaitFor(t, "the dead letter", 10*time.Second, func() bool {
 		_, body := admin(t, http.MethodGet, "/hookgate/events/emptyid/evt_empty_1")
 		return strings.Contains(body, `"state":"dead"`)
 	})
-	up.status.Store(http.StatusOK)
+	up.Status.Store(http.StatusOK)
 	for _, c := range []struct{ method, path, reason string }{
 		{http.MethodPost, "/hookgate/replay/emptyid/", "the event ID is empty"},
 		{http.MethodPost, "/hookgate/replay/emptyid?id=", "the event ID is empty"},
@@ -105,7 +106,7 @@ func TestReplayRefusesAnEmptyID(t *testing.T) {
 			t.Errorf("caddy hookgate %q: %s, want it refused", args, out)
 		}
 	}
-	if n := up.count("evt_empty_1"); n != 1 {
+	if n := up.Count("evt_empty_1"); n != 1 {
 		t.Fatalf("the dead letter was sent %d times, want once: a request without an ID replayed it", n)
 	}
 }
@@ -115,22 +116,22 @@ func TestReplayRefusesAnEmptyID(t *testing.T) {
 // that a replayed event stays in the backlog.
 func deadLettersBehindHeldUpstream(t *testing.T, route, maxPending string, n int, idFormat string) *caddytest.Tester {
 	t.Helper()
-	up := newUpstream(t)
-	up.status.Store(http.StatusNotFound)
+	up := hooktest.NewUpstream(t)
+	up.Status.Store(http.StatusNotFound)
 	tester := startAsyncGateway(t, route, up.Listener.Addr().String(), maxPending)
 	for i := range n {
 		id := fmt.Sprintf(idFormat, i)
-		ev := newEvent(t, id, "obj_"+id, 1)
-		waitFor(t, id+" accepted", 10*time.Second, func() bool { return send(t, tester.Client, ev).status == http.StatusAccepted })
+		ev := hooktest.NewEvent(t, id, "obj_"+id, 1)
+		hooktest.WaitFor(t, id+" accepted", 10*time.Second, func() bool { return send(t, tester.Client, ev).Status == http.StatusAccepted })
 	}
-	waitFor(t, "every event dead", 10*time.Second, func() bool {
+	hooktest.WaitFor(t, "every event dead", 10*time.Second, func() bool {
 		_, body := admin(t, http.MethodGet, "/hookgate/events/"+route+"?state=dead&fields=delivery")
 		return strings.Count(body, `"id":`) == n
 	})
 	hold := make(chan struct{})
-	up.mu.Lock()
-	up.block = hold
-	up.mu.Unlock()
+	up.Mu.Lock()
+	up.Block = hold
+	up.Mu.Unlock()
 	t.Cleanup(func() { close(hold) })
 	return tester
 }
@@ -148,7 +149,7 @@ func TestReplayAllLeavesRoomForNewEvents(t *testing.T) {
 		*replayed.Replayed != 2 || *replayed.Left != n-2 {
 		t.Fatalf("replay all with max_pending 3: %d %s, want 2 replayed and %d left", status, body, n-2)
 	}
-	expectReply(t, "a new webhook right after the replay", send(t, tester.Client, newEvent(t, "evt_room_new", "obj_room_new", 1)), http.StatusAccepted, "")
+	hooktest.ExpectReply(t, "a new webhook right after the replay", send(t, tester.Client, hooktest.NewEvent(t, "evt_room_new", "obj_room_new", 1)), http.StatusAccepted, "")
 
 	req, _ := http.NewRequest(http.MethodPost, "http://localhost:2999/hookgate/replay/replayroom?id=evt_room_9", nil)
 	resp, err := http.DefaultClient.Do(req)
@@ -194,15 +195,15 @@ func TestConcurrentReplaysStopAtMaxPending(t *testing.T) {
 // at the head, two whose every attempt fails again slowly (holding their place in the backlog),
 // then eight that the upstream, back now, accepts. It returns the upstream, the eight's IDs, and
 // a wait for the backlog to drain.
-func slowHeadDeadLetters(t *testing.T, route string) (up *upstream, behind []string, drained func()) {
+func slowHeadDeadLetters(t *testing.T, route string) (up *hooktest.Upstream, behind []string, drained func()) {
 	var failing atomic.Bool
 	failing.Store(true)
-	up = newUnstartedUpstream(t)
+	up = hooktest.NewUnstartedUpstream(t)
 	up.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("Hookgate-Event-Id")
-		up.mu.Lock()
-		up.seen[id]++
-		up.mu.Unlock()
+		up.Mu.Lock()
+		up.Seen[id]++
+		up.Mu.Unlock()
 		switch {
 		case strings.HasPrefix(id, "evt_slow_"):
 			time.Sleep(200 * time.Millisecond) // fails again, and slowly: it holds its place in the backlog
@@ -218,16 +219,16 @@ func slowHeadDeadLetters(t *testing.T, route string) (up *upstream, behind []str
 		ids = append(ids, fmt.Sprintf("evt_behind_%d", i))
 	}
 	for i, id := range ids {
-		ev := newEvent(t, id, fmt.Sprintf("obj_%s_%d", route, i), 1)
-		waitFor(t, id+" accepted", 10*time.Second, func() bool { return send(t, tester.Client, ev).status == http.StatusAccepted })
-		waitFor(t, id+" dead", 10*time.Second, func() bool {
+		ev := hooktest.NewEvent(t, id, fmt.Sprintf("obj_%s_%d", route, i), 1)
+		hooktest.WaitFor(t, id+" accepted", 10*time.Second, func() bool { return send(t, tester.Client, ev).Status == http.StatusAccepted })
+		hooktest.WaitFor(t, id+" dead", 10*time.Second, func() bool {
 			_, body := admin(t, http.MethodGet, "/hookgate/events/"+route+"?id="+id)
 			return strings.Contains(body, `"state":"dead"`)
 		})
 	}
 	failing.Store(false)
 	return up, ids[2:], func() {
-		waitFor(t, "the backlog drained", 10*time.Second, func() bool {
+		hooktest.WaitFor(t, "the backlog drained", 10*time.Second, func() bool {
 			var st routeStatus
 			_, body := admin(t, http.MethodGet, "/hookgate/status/"+route)
 			return json.Unmarshal([]byte(body), &st) == nil && st.Backlog == 0
@@ -261,7 +262,7 @@ func TestReplayAllGoesOnAfterWhereItStopped(t *testing.T) {
 		body = hookgateCLI(t, "replay", "--all", "replaynext", "--after", answer.Next)
 	}
 	for _, id := range behind {
-		if n := up.count(id); n != 2 {
+		if n := up.Count(id); n != 2 {
 			t.Errorf("%s sent %d times, want twice: once dead, once replayed", id, n)
 		}
 	}

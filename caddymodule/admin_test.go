@@ -10,21 +10,22 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // Replaying all dead letters walks them a page at a time and replays each exactly once, even
 // when the upstream kills them again at once: the walk does not come round to them again.
 func TestAdminReplayAllInPages(t *testing.T) {
-	up := newUpstream(t)
-	up.status.Store(http.StatusNotFound)
+	up := hooktest.NewUpstream(t)
+	up.Status.Store(http.StatusNotFound)
 	tester := startAsyncGateway(t, "replaypages", up.Listener.Addr().String())
 	const n = replayPage + 100
 	for i := range n {
-		ev := newEvent(t, fmt.Sprintf("evt_rp_%d", i), fmt.Sprintf("obj_rp_%d", i), 1)
-		expectReply(t, "accepted", send(t, tester.Client, ev), http.StatusAccepted, "")
+		ev := hooktest.NewEvent(t, fmt.Sprintf("evt_rp_%d", i), fmt.Sprintf("obj_rp_%d", i), 1)
+		hooktest.ExpectReply(t, "accepted", send(t, tester.Client, ev), http.StatusAccepted, "")
 	}
-	waitFor(t, "every event dead", 20*time.Second, func() bool { return up.total() >= n })
-	waitFor(t, "the dead letters listed", 10*time.Second, func() bool {
+	hooktest.WaitFor(t, "every event dead", 20*time.Second, func() bool { return up.Total() >= n })
+	hooktest.WaitFor(t, "the dead letters listed", 10*time.Second, func() bool {
 		_, body := admin(t, http.MethodGet, fmt.Sprintf("/hookgate/events/replaypages?state=dead&limit=%d", maxListLimit))
 		return strings.Count(body, `"id":`) == n
 	})
@@ -33,10 +34,10 @@ func TestAdminReplayAllInPages(t *testing.T) {
 	if status != http.StatusOK || !strings.Contains(body, fmt.Sprintf(`"replayed":%d`, n)) || !strings.Contains(body, `"left":0`) {
 		t.Fatalf("replay all: %d %s, want all %d replayed", status, body, n)
 	}
-	waitFor(t, "every event sent again", 20*time.Second, func() bool { return up.total() >= 2*n })
+	hooktest.WaitFor(t, "every event sent again", 20*time.Second, func() bool { return up.Total() >= 2*n })
 	time.Sleep(200 * time.Millisecond)
 	for i := range n {
-		if c := up.count(fmt.Sprintf("evt_rp_%d", i)); c != 2 {
+		if c := up.Count(fmt.Sprintf("evt_rp_%d", i)); c != 2 {
 			t.Fatalf("evt_rp_%d sent %d times, want 2 (once, then once replayed)", i, c)
 		}
 	}
@@ -49,20 +50,20 @@ func TestAdminReplayAllInPages(t *testing.T) {
 // Event IDs may contain "/" (they are the provider's); the admin API and the CLI address them
 // escaped.
 func TestAdminAddressesIDsWithSlashes(t *testing.T) {
-	up := newUpstream(t)
-	up.status.Store(http.StatusNotFound)
+	up := hooktest.NewUpstream(t)
+	up.Status.Store(http.StatusNotFound)
 	tester := startAsyncGateway(t, "slashes", up.Listener.Addr().String())
 	const id = "evt/with/slashes"
-	expectReply(t, "accepted", send(t, tester.Client, newEvent(t, id, "obj_slashes", 1)), http.StatusAccepted, "")
-	waitFor(t, "the dead letter", 10*time.Second, func() bool {
+	hooktest.ExpectReply(t, "accepted", send(t, tester.Client, hooktest.NewEvent(t, id, "obj_slashes", 1)), http.StatusAccepted, "")
+	hooktest.WaitFor(t, "the dead letter", 10*time.Second, func() bool {
 		var view eventView
 		return json.Unmarshal([]byte(hookgateCLI(t, "show", "slashes", id)), &view) == nil && view.State == "dead"
 	})
-	up.status.Store(http.StatusOK)
+	up.Status.Store(http.StatusOK)
 	if out := hookgateCLI(t, "replay", "slashes", id); !strings.Contains(out, `"replayed": 1`) {
 		t.Fatalf("replay: %s", out)
 	}
-	waitFor(t, "delivery after the replay", 10*time.Second, func() bool { return up.count(id) == 2 })
+	hooktest.WaitFor(t, "delivery after the replay", 10*time.Second, func() bool { return up.Count(id) == 2 })
 }
 
 // startGatewayWithEmptyOrigin runs an async route under the admin settings docs/security.md gives for

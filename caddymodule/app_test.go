@@ -10,6 +10,7 @@ import (
 
 	"github.com/hookgate/hookgate/caddymodule/ledgerpool"
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // A route renamed away from its queue leaves pending events that nothing delivers: the config's
@@ -37,7 +38,7 @@ func TestWarnsOfPendingEventsNoRouteDelivers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer app.Stop()
-	waitFor(t, "the warning", 5*time.Second, func() bool { return logs.Len() > 0 })
+	hooktest.WaitFor(t, "the warning", 5*time.Second, func() bool { return logs.Len() > 0 })
 	time.Sleep(100 * time.Millisecond) // room for a wrong second line
 	entries := logs.All()
 	if len(entries) != 1 {

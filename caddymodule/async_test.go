@@ -16,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddytest"
 
 	"github.com/hookgate/hookgate/caddymodule/hookgatecmd"
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // asyncRoute is the hookgate block lines that make the test route async, forwarding to addr with
@@ -40,17 +41,6 @@ func startAsyncGateway(t *testing.T, name, forwardTo string, extra ...string) *c
 // unusedUpstream is the reverse_proxy target of async test sites: async mode never calls it.
 const unusedUpstream = "127.0.0.1:9"
 
-// waitFor polls cond until it holds or the bounded wait ends.
-func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out after %v waiting for %s", within, what)
-}
-
 func admin(t *testing.T, method, path string) (int, string) {
 	t.Helper()
 	return adminWithHeaders(t, method, path, nil)
@@ -74,37 +64,37 @@ func adminWithHeaders(t *testing.T, method, path string, header map[string]strin
 }
 
 func TestAsyncAcknowledgesThenDelivers(t *testing.T) {
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	tester := startAsyncGateway(t, "async", up.Listener.Addr().String())
-	ev := newEvent(t, "evt_async_1", "obj_async", 1)
+	ev := hooktest.NewEvent(t, "evt_async_1", "obj_async", 1)
 
-	expectReply(t, "accepted", send(t, tester.Client, ev), http.StatusAccepted, `{"received":true,"id":"evt_async_1"}`)
-	waitFor(t, "delivery", 10*time.Second, func() bool { return up.count("evt_async_1") == 1 })
-	expectReply(t, "provider retry", send(t, tester.Client, ev), http.StatusOK, `"duplicate":true`)
+	hooktest.ExpectReply(t, "accepted", send(t, tester.Client, ev), http.StatusAccepted, `{"received":true,"id":"evt_async_1"}`)
+	hooktest.WaitFor(t, "delivery", 10*time.Second, func() bool { return up.Count("evt_async_1") == 1 })
+	hooktest.ExpectReply(t, "provider retry", send(t, tester.Client, ev), http.StatusOK, `"duplicate":true`)
 
-	got := up.headers[0]
+	got := up.Headers[0]
 	if got.Get("Hookgate-Attempt") != "1" || got.Get("Hookgate-Verified") != "standard" || got.Get("Webhook-Id") != "evt_async_1" {
 		t.Fatalf("upstream headers: %v", got)
 	}
-	if up.bodies[0] != ev.body {
-		t.Fatalf("upstream body %q, want %q", up.bodies[0], ev.body)
+	if up.Bodies[0] != ev.Body {
+		t.Fatalf("upstream body %q, want %q", up.Bodies[0], ev.Body)
 	}
-	waitFor(t, "delivered state", 5*time.Second, func() bool {
+	hooktest.WaitFor(t, "delivered state", 5*time.Second, func() bool {
 		_, body := admin(t, http.MethodGet, "/hookgate/events/async/evt_async_1")
 		return strings.Contains(body, `"state":"delivered"`)
 	})
-	expectReply(t, "older version after delivery", send(t, tester.Client, newEvent(t, "evt_async_0", "obj_async", 0)), http.StatusOK, `"stale":true`)
+	hooktest.ExpectReply(t, "older version after delivery", send(t, tester.Client, hooktest.NewEvent(t, "evt_async_0", "obj_async", 0)), http.StatusOK, `"stale":true`)
 }
 
 // `forward 127.0.0.1:3000`, as an operator writes reverse_proxy's upstreams, delivers over http;
 // an address that is no upstream is refused with its line when the Caddyfile is read.
 func TestAsyncForwardTakesABareHostAndPort(t *testing.T) {
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	tester := caddytest.NewTester(t)
 	cfg := gatewayConfig("bare_forward", unusedUpstream, "forward "+up.Listener.Addr().String())
 	tester.InitServer(cfg, "caddyfile")
-	expectReply(t, "accepted", send(t, tester.Client, newEvent(t, "evt_bare_1", "obj_bare", 1)), http.StatusAccepted, `"id":"evt_bare_1"`)
-	waitFor(t, "delivery over http to the bare host:port", 10*time.Second, func() bool { return up.count("evt_bare_1") == 1 })
+	hooktest.ExpectReply(t, "accepted", send(t, tester.Client, hooktest.NewEvent(t, "evt_bare_1", "obj_bare", 1)), http.StatusAccepted, `"id":"evt_bare_1"`)
+	hooktest.WaitFor(t, "delivery over http to the bare host:port", 10*time.Second, func() bool { return up.Count("evt_bare_1") == 1 })
 
 	for address, wantErr := range map[string]string{
 		"ftp://127.0.0.1:21": `target "ftp://127.0.0.1:21": scheme must be http or https`,
@@ -153,17 +143,17 @@ func TestForwardErrorsNeverQuoteTheURLsPassword(t *testing.T) {
 }
 
 func TestAsyncUpstreamDownThenBack(t *testing.T) {
-	port := freePort(t)
+	port := hooktest.FreePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	tester := startAsyncGateway(t, "downback", addr, "max_attempts 100")
 
 	const n = 20
 	for i := range n {
-		expectReply(t, "accepted while the app is down", send(t, tester.Client, newEvent(t, fmt.Sprintf("evt_downback_%d", i), fmt.Sprintf("obj_%d", i), 1)), http.StatusAccepted, "")
+		hooktest.ExpectReply(t, "accepted while the app is down", send(t, tester.Client, hooktest.NewEvent(t, fmt.Sprintf("evt_downback_%d", i), fmt.Sprintf("obj_%d", i), 1)), http.StatusAccepted, "")
 	}
 	time.Sleep(500 * time.Millisecond) // several failed attempts, long enough to pause the upstream
 
-	up := newUnstartedUpstream(t)
+	up := hooktest.NewUnstartedUpstream(t)
 	up.Listener.Close()
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -171,27 +161,27 @@ func TestAsyncUpstreamDownThenBack(t *testing.T) {
 	}
 	up.Listener = l
 	up.Start()
-	waitFor(t, "every event once the app is back", 20*time.Second, func() bool { return up.total() >= n })
+	hooktest.WaitFor(t, "every event once the app is back", 20*time.Second, func() bool { return up.Total() >= n })
 	time.Sleep(200 * time.Millisecond)
 	for i := range n {
-		if c := up.count(fmt.Sprintf("evt_downback_%d", i)); c != 1 {
+		if c := up.Count(fmt.Sprintf("evt_downback_%d", i)); c != 1 {
 			t.Fatalf("evt_downback_%d delivered %d times", i, c)
 		}
 	}
 }
 
 func TestAsyncDeadLetterListedAndReplayed(t *testing.T) {
-	up := newUpstream(t)
-	up.status.Store(http.StatusNotFound)
+	up := hooktest.NewUpstream(t)
+	up.Status.Store(http.StatusNotFound)
 	tester := startAsyncGateway(t, "dead", up.Listener.Addr().String())
 	for _, id := range []string{"evt_dead_1", "evt_dead_2"} {
-		expectReply(t, "accepted", send(t, tester.Client, newEvent(t, id, "obj_"+id, 1)), http.StatusAccepted, "")
+		hooktest.ExpectReply(t, "accepted", send(t, tester.Client, hooktest.NewEvent(t, id, "obj_"+id, 1)), http.StatusAccepted, "")
 	}
 
 	var listing struct {
 		Events []eventView `json:"events"`
 	}
-	waitFor(t, "two dead letters", 10*time.Second, func() bool {
+	hooktest.WaitFor(t, "two dead letters", 10*time.Second, func() bool {
 		out := hookgateCLI(t, "events", "dead", "--state", "dead")
 		return json.Unmarshal([]byte(out), &listing) == nil && len(listing.Events) == 2
 	})
@@ -202,18 +192,18 @@ func TestAsyncDeadLetterListedAndReplayed(t *testing.T) {
 		t.Fatalf("show: %s", out)
 	}
 
-	up.status.Store(http.StatusOK)
+	up.Status.Store(http.StatusOK)
 	if out := hookgateCLI(t, "replay", "dead", "evt_dead_2"); !strings.Contains(out, `"replayed": 1`) {
 		t.Fatalf("replay one: %s", out)
 	}
-	waitFor(t, "delivery after replaying one", 10*time.Second, func() bool { return up.count("evt_dead_2") == 2 })
-	if up.count("evt_dead_1") != 1 {
+	hooktest.WaitFor(t, "delivery after replaying one", 10*time.Second, func() bool { return up.Count("evt_dead_2") == 2 })
+	if up.Count("evt_dead_1") != 1 {
 		t.Fatal("replaying one dead letter sent another")
 	}
 	if status, body := admin(t, http.MethodPost, "/hookgate/replay/dead?all=1"); status != http.StatusOK || !strings.Contains(body, `"replayed":1`) {
 		t.Fatalf("replay all: %d %s", status, body)
 	}
-	waitFor(t, "delivery after replaying all", 10*time.Second, func() bool { return up.count("evt_dead_1") == 2 })
+	hooktest.WaitFor(t, "delivery after replaying all", 10*time.Second, func() bool { return up.Count("evt_dead_1") == 2 })
 	if status, body := admin(t, http.MethodPost, "/hookgate/replay/dead/evt_nope"); status != http.StatusNotFound {
 		t.Fatalf("replay of an unknown event: %d %s", status, body)
 	}
@@ -246,7 +236,7 @@ func runHookgateCLIAt(address string, args ...string) (string, error) {
 }
 
 func TestAsyncReloadDuringDelivery(t *testing.T) {
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	addr := up.Listener.Addr().String()
 	tester := startAsyncGateway(t, "asyncreload", addr)
 	const n = 300
@@ -255,14 +245,14 @@ func TestAsyncReloadDuringDelivery(t *testing.T) {
 			tester.InitServer(gatewayConfig("asyncreload", unusedUpstream,
 				asyncRoute(addr, fmt.Sprintf("workers %d", 4+i%7))), "caddyfile")
 		}
-		ev := newEvent(t, fmt.Sprintf("evt_ar_%d", i), fmt.Sprintf("obj_ar_%d", i), 1)
+		ev := hooktest.NewEvent(t, fmt.Sprintf("evt_ar_%d", i), fmt.Sprintf("obj_ar_%d", i), 1)
 		got, _ := sendUntilAnswered(tester.Client, ev)
-		expectReply(t, "accepted", got, http.StatusAccepted, "")
+		hooktest.ExpectReply(t, "accepted", got, http.StatusAccepted, "")
 	}
-	waitFor(t, "every event delivered", 20*time.Second, func() bool { return up.total() >= n })
+	hooktest.WaitFor(t, "every event delivered", 20*time.Second, func() bool { return up.Total() >= n })
 	time.Sleep(200 * time.Millisecond)
 	for i := range n {
-		if c := up.count(fmt.Sprintf("evt_ar_%d", i)); c != 1 {
+		if c := up.Count(fmt.Sprintf("evt_ar_%d", i)); c != 1 {
 			t.Fatalf("evt_ar_%d delivered %d times across two reloads", i, c)
 		}
 	}

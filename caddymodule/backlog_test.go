@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // routeBacklog reads the route's backlog and bound as `caddy hookgate status` shows them.
@@ -28,12 +30,12 @@ func routeBacklog(t *testing.T, route string) (backlog, bound int) {
 // deliverer holds in memory (what the deliverer's 64 MiB bound counts); none once it is
 // delivered.
 func TestStatusShowsTheBodyBytesTheDelivererHolds(t *testing.T) {
-	up := newUpstream(t)
-	release := up.holdAnswers(t)
+	up := hooktest.NewUpstream(t)
+	release := up.HoldAnswers(t)
 	tester := startAsyncGateway(t, "heldbytes", up.Listener.Addr().String(), "timeout 1m")
-	ev := newEvent(t, "evt_held_1", "obj_held", 1)
-	expectReply(t, "accepted", send(t, tester.Client, ev), http.StatusAccepted, "")
-	waitFor(t, "the event's attempt in flight", 10*time.Second, func() bool { return up.count(ev.id) == 1 })
+	ev := hooktest.NewEvent(t, "evt_held_1", "obj_held", 1)
+	hooktest.ExpectReply(t, "accepted", send(t, tester.Client, ev), http.StatusAccepted, "")
+	hooktest.WaitFor(t, "the event's attempt in flight", 10*time.Second, func() bool { return up.Count(ev.ID) == 1 })
 
 	heldBytes := func() int {
 		var status struct {
@@ -45,11 +47,11 @@ func TestStatusShowsTheBodyBytesTheDelivererHolds(t *testing.T) {
 		}
 		return *status.HeldBytes
 	}
-	if n := heldBytes(); n != len(ev.body) {
-		t.Errorf("while its event of %d bytes is being sent, the route's status shows held_bytes %d", len(ev.body), n)
+	if n := heldBytes(); n != len(ev.Body) {
+		t.Errorf("while its event of %d bytes is being sent, the route's status shows held_bytes %d", len(ev.Body), n)
 	}
 	release()
-	waitFor(t, "the body let go once delivered", 10*time.Second, func() bool { return heldBytes() == 0 })
+	hooktest.WaitFor(t, "the body let go once delivered", 10*time.Second, func() bool { return heldBytes() == 0 })
 }
 
 // TestAsyncBacklogBoundedByMaxPending floods an async route whose upstream hangs: past
@@ -57,18 +59,18 @@ func TestStatusShowsTheBodyBytesTheDelivererHolds(t *testing.T) {
 // and once the upstream answers again the refused events are accepted on retry and every
 // accepted event is delivered.
 func TestAsyncBacklogBoundedByMaxPending(t *testing.T) {
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	hang := make(chan struct{})
-	up.mu.Lock()
-	up.block = hang
-	up.mu.Unlock()
+	up.Mu.Lock()
+	up.Block = hang
+	up.Mu.Unlock()
 	released := false
 	release := func() {
 		if !released {
 			released = true
-			up.mu.Lock()
-			up.block = nil
-			up.mu.Unlock()
+			up.Mu.Lock()
+			up.Block = nil
+			up.Mu.Unlock()
 			close(hang)
 		}
 	}
@@ -77,11 +79,11 @@ func TestAsyncBacklogBoundedByMaxPending(t *testing.T) {
 	tester := startAsyncGateway(t, "backlog", up.Listener.Addr().String(),
 		fmt.Sprintf("max_pending %d", bound), "workers 2", "timeout 30s")
 
-	events := make([]*event, flood)
-	replies := make([]reply, flood)
+	events := make([]*hooktest.Event, flood)
+	replies := make([]hooktest.Reply, flood)
 	var wg sync.WaitGroup
 	for i := range flood {
-		events[i] = newEvent(t, fmt.Sprintf("evt_backlog_%d", i), fmt.Sprintf("obj_backlog_%d", i), 1)
+		events[i] = hooktest.NewEvent(t, fmt.Sprintf("evt_backlog_%d", i), fmt.Sprintf("obj_backlog_%d", i), 1)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -91,55 +93,43 @@ func TestAsyncBacklogBoundedByMaxPending(t *testing.T) {
 	wg.Wait()
 	var accepted, refused []int
 	for i, got := range replies {
-		switch got.status {
+		switch got.Status {
 		case http.StatusAccepted:
 			accepted = append(accepted, i)
 		case http.StatusServiceUnavailable:
-			if got.header.Get("Retry-After") == "" || !strings.Contains(got.body, "max_pending") {
-				t.Fatalf("refusal past the bound: %d %v %q", got.status, got.header, got.body)
+			if got.Header.Get("Retry-After") == "" || !strings.Contains(got.Body, "max_pending") {
+				t.Fatalf("refusal past the bound: %d %v %q", got.Status, got.Header, got.Body)
 			}
 			refused = append(refused, i)
 		default:
-			t.Fatalf("event %d: %d %q", i, got.status, got.body)
+			t.Fatalf("event %d: %d %q", i, got.Status, got.Body)
 		}
 	}
 	if len(accepted) != bound {
 		t.Fatalf("%d of %d events accepted while the upstream hangs, want max_pending = %d", len(accepted), flood, bound)
 	}
-	t.Logf("flood of %d: %d accepted, %d refused with 503; e.g. %q", flood, len(accepted), len(refused), replies[refused[0]].body)
+	t.Logf("flood of %d: %d accepted, %d refused with 503; e.g. %q", flood, len(accepted), len(refused), replies[refused[0]].Body)
 	if backlog, max := routeBacklog(t, "backlog"); backlog != bound || max != bound {
 		t.Fatalf("status: backlog %d, max_pending %d, want %d and %d", backlog, max, bound, bound)
 	}
-	expectReply(t, "a duplicate while full", send(t, tester.Client, events[accepted[0]]), http.StatusOK, `"duplicate":true`)
+	hooktest.ExpectReply(t, "a duplicate while full", send(t, tester.Client, events[accepted[0]]), http.StatusOK, `"duplicate":true`)
 
 	release()
 	for _, i := range refused { // the provider retries after Retry-After
-		var got reply
-		waitFor(t, "the retry accepted", 20*time.Second, func() bool {
+		var got hooktest.Reply
+		hooktest.WaitFor(t, "the retry accepted", 20*time.Second, func() bool {
 			got = send(t, tester.Client, events[i])
-			return got.status != http.StatusServiceUnavailable
+			return got.Status != http.StatusServiceUnavailable
 		})
-		expectReply(t, "retry once the upstream caught up", got, http.StatusAccepted, "")
+		hooktest.ExpectReply(t, "retry once the upstream caught up", got, http.StatusAccepted, "")
 	}
-	waitFor(t, "every accepted event delivered", 20*time.Second, func() bool {
+	hooktest.WaitFor(t, "every accepted event delivered", 20*time.Second, func() bool {
 		backlog, _ := routeBacklog(t, "backlog")
 		return backlog == 0
 	})
 	for i, ev := range events {
-		if up.count(ev.id) == 0 {
-			t.Fatalf("event %d (%s) was accepted but never delivered", i, ev.id)
+		if up.Count(ev.ID) == 0 {
+			t.Fatalf("event %d (%s) was accepted but never delivered", i, ev.ID)
 		}
 	}
-}
-
-// holdAnswers makes the upstream hold every request until release is called (at the latest in
-// the test's cleanup, before the upstream closes, which waits for the requests it holds).
-func (u *upstream) holdAnswers(t *testing.T) (release func()) {
-	hold := make(chan struct{})
-	u.mu.Lock()
-	u.block = hold
-	u.mu.Unlock()
-	release = sync.OnceFunc(func() { close(hold) })
-	t.Cleanup(release)
-	return release
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddytest"
 
+	"github.com/hookgate/hookgate/internal/hooktest"
 	"github.com/hookgate/hookgate/verify"
 )
 
@@ -47,7 +48,7 @@ func openRequest(t *testing.T, addr, path string, hdr http.Header, contentLength
 }
 
 // answerOf reads the response to a request on conn, failing the test if none comes in time.
-func answerOf(t *testing.T, conn net.Conn, within time.Duration) reply {
+func answerOf(t *testing.T, conn net.Conn, within time.Duration) hooktest.Reply {
 	t.Helper()
 	_ = conn.SetReadDeadline(time.Now().Add(within))
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
@@ -60,17 +61,17 @@ func answerOf(t *testing.T, conn net.Conn, within time.Duration) reply {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	return reply{status: resp.StatusCode, body: string(body), header: resp.Header}
+	return hooktest.Reply{Status: resp.StatusCode, Body: string(body), Header: resp.Header}
 }
 
 // What can never verify is answered on the headers alone: the gateway does not wait for a body
 // that is never sent.
 func TestRefusedOnHeadersAloneBeforeTheBody(t *testing.T) {
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	startGateway(t, "headersonly", up)
-	good := newEvent(t, "evt_headersonly", "obj_headersonly", 1)
+	good := hooktest.NewEvent(t, "evt_headersonly", "obj_headersonly", 1)
 	header := func(edit func(http.Header)) http.Header {
-		h := good.headers.Clone()
+		h := good.Headers.Clone()
 		edit(h)
 		return h
 	}
@@ -84,14 +85,14 @@ func TestRefusedOnHeadersAloneBeforeTheBody(t *testing.T) {
 		{"no signature", header(func(h http.Header) { h.Del("Webhook-Signature") }), 1000, 401, "missing signature"},
 		{"garbled signature", header(func(h http.Header) { h.Set("Webhook-Signature", "v1,@@@not-base64@@@") }), 1000, 401, "malformed signature"},
 		{"no timestamp", header(func(h http.Header) { h.Del("Webhook-Timestamp") }), 1000, 401, "missing timestamp"},
-		{"timestamp too old", signedEvent(t, "evt_old", good.body, time.Now().Add(-time.Hour), testSecret).headers, 1000, 401, "stale timestamp"},
-		{"timestamp in the future", signedEvent(t, "evt_new", good.body, time.Now().Add(time.Hour), testSecret).headers, 1000, 401, "future"},
-		{"Content-Length over max_body", good.headers, 1 << 20, 413, "max_body"},
+		{"timestamp too old", hooktest.SignedEvent(t, "evt_old", good.Body, time.Now().Add(-time.Hour), hooktest.Secret).Headers, 1000, 401, "stale timestamp"},
+		{"timestamp in the future", hooktest.SignedEvent(t, "evt_new", good.Body, time.Now().Add(time.Hour), hooktest.Secret).Headers, 1000, 401, "future"},
+		{"Content-Length over max_body", good.Headers, 1 << 20, 413, "max_body"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			conn := openRequest(t, "localhost:9080", "/hooks/test", tc.header, tc.contentLength, nil)
-			expectReply(t, tc.name, answerOf(t, conn, 5*time.Second), tc.status, tc.reason)
+			hooktest.ExpectReply(t, tc.name, answerOf(t, conn, 5*time.Second), tc.status, tc.reason)
 		})
 	}
 }
@@ -106,47 +107,47 @@ func budgetConfig(budget, name, upstreamAddr string, extra ...string) string {
 // the budget comes back as requests end, and a sync request holds its share until the next
 // handler has answered.
 func TestBodyBudgetFullAnswers503Unread(t *testing.T) {
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	tester := caddytest.NewTester(t)
 	tester.InitServer(budgetConfig("8KiB", "budget", up.Listener.Addr().String()), "caddyfile") // max_body 4KiB
-	waitFor(t, "earlier tests' bodies to be released", 5*time.Second, func() bool { return bufferedBodies.used.Load() == 0 })
+	hooktest.WaitFor(t, "earlier tests' bodies to be released", 5*time.Second, func() bool { return bufferedBodies.used.Load() == 0 })
 
 	// Two slow senders of well-formed forgeries, 4 KiB declared, 100 bytes sent, hold the budget.
-	forged := signedEvent(t, "evt_budget_forged", "another body", time.Now(), testSecret).headers
+	forged := hooktest.SignedEvent(t, "evt_budget_forged", "another body", time.Now(), hooktest.Secret).Headers
 	holders := make([]net.Conn, 2)
 	for i := range holders {
 		holders[i] = openRequest(t, "localhost:9080", "/hooks/test", forged, 4096, make([]byte, 100))
 	}
-	waitFor(t, "the slow senders to hold 8 KiB", 5*time.Second, func() bool { return bufferedBodies.used.Load() == 8192 })
+	hooktest.WaitFor(t, "the slow senders to hold 8 KiB", 5*time.Second, func() bool { return bufferedBodies.used.Load() == 8192 })
 
-	genuine := newEvent(t, "evt_budget_1", "obj_budget_1", 1)
-	unsent := openRequest(t, "localhost:9080", "/hooks/test", genuine.headers, len(genuine.body), nil)
+	genuine := hooktest.NewEvent(t, "evt_budget_1", "obj_budget_1", 1)
+	unsent := openRequest(t, "localhost:9080", "/hooks/test", genuine.Headers, len(genuine.Body), nil)
 	got := answerOf(t, unsent, 5*time.Second)
-	expectReply(t, "a genuine event, its body not sent, with the budget full", got, http.StatusServiceUnavailable, "body_budget (8.0 KiB)")
-	if got.header.Get("Retry-After") == "" {
+	hooktest.ExpectReply(t, "a genuine event, its body not sent, with the budget full", got, http.StatusServiceUnavailable, "body_budget (8.0 KiB)")
+	if got.Header.Get("Retry-After") == "" {
 		t.Fatal("503 without Retry-After")
 	}
 
 	holders[0].Close()
-	waitFor(t, "a slow sender's share to come back", 5*time.Second, func() bool { return bufferedBodies.used.Load() == 4096 })
-	up.mu.Lock()
-	up.block = make(chan struct{})
-	up.mu.Unlock()
-	first := make(chan reply, 1)
+	hooktest.WaitFor(t, "a slow sender's share to come back", 5*time.Second, func() bool { return bufferedBodies.used.Load() == 4096 })
+	up.Mu.Lock()
+	up.Block = make(chan struct{})
+	up.Mu.Unlock()
+	first := make(chan hooktest.Reply, 1)
 	go func() { first <- send(t, tester.Client, genuine) }()
-	waitFor(t, "the genuine event at the upstream", 5*time.Second, func() bool { return up.count("evt_budget_1") == 1 })
-	if used, want := bufferedBodies.used.Load(), 4096+pooledSize(int64(len(genuine.body))); used != want {
+	hooktest.WaitFor(t, "the genuine event at the upstream", 5*time.Second, func() bool { return up.Count("evt_budget_1") == 1 })
+	if used, want := bufferedBodies.used.Load(), 4096+pooledSize(int64(len(genuine.Body))); used != want {
 		t.Fatalf("%d bytes reserved while the upstream holds the event, want %d", used, want)
 	}
-	close(up.block)
-	expectReply(t, "the genuine event once the budget has room", <-first, http.StatusOK, "upstream says hi")
+	close(up.Block)
+	hooktest.ExpectReply(t, "the genuine event once the budget has room", <-first, http.StatusOK, "upstream says hi")
 	holders[1].Close()
-	waitFor(t, "every share to come back", 5*time.Second, func() bool { return bufferedBodies.used.Load() == 0 })
+	hooktest.WaitFor(t, "every share to come back", 5*time.Second, func() bool { return bufferedBodies.used.Load() == 0 })
 }
 
 // A body of unknown length (chunked) is read up to max_body and refused past it.
 func TestChunkedBodyBoundedByMaxBody(t *testing.T) {
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	tester := startGateway(t, "chunked", up) // max_body 4KiB
 	for _, tc := range []struct {
 		pad    int
@@ -155,9 +156,9 @@ func TestChunkedBodyBoundedByMaxBody(t *testing.T) {
 	}{{3000, http.StatusOK, "upstream says hi"}, {5000, http.StatusRequestEntityTooLarge, "max_body (4.0 KiB)"}} {
 		id := fmt.Sprintf("evt_chunked_%d", tc.pad)
 		body := fmt.Sprintf(`{"data":{"object":{"id":%q,"updated":1}},"pad":%q}`, id, strings.Repeat("a", tc.pad))
-		ev := signedEvent(t, id, body, time.Now(), testSecret)
+		ev := hooktest.SignedEvent(t, id, body, time.Now(), hooktest.Secret)
 		req, _ := http.NewRequest(http.MethodPost, gateURL, io.MultiReader(strings.NewReader(body))) // no length: chunked
-		for k, v := range ev.headers {
+		for k, v := range ev.Headers {
 			req.Header[k] = v
 		}
 		awaitLoadSettled(t, tester.Client)
@@ -167,7 +168,7 @@ func TestChunkedBodyBoundedByMaxBody(t *testing.T) {
 		}
 		answer, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		expectReply(t, fmt.Sprintf("chunked body of %d bytes", len(body)), reply{status: resp.StatusCode, body: string(answer)}, tc.status, tc.reason)
+		hooktest.ExpectReply(t, fmt.Sprintf("chunked body of %d bytes", len(body)), hooktest.Reply{Status: resp.StatusCode, Body: string(answer)}, tc.status, tc.reason)
 	}
 }
 
@@ -235,15 +236,15 @@ func TestBodyBudgetGlobalOption(t *testing.T) {
 // verified: the budget bounds the memory forged bodies take, not just their bytes. A max_body
 // whose body and working memory the budget could never hold is refused when the config loads.
 func TestBodyBudgetReservesVerificationWorkingMemory(t *testing.T) {
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	tester := caddytest.NewTester(t)
 	twilio := func(budget, name, upstreamAddr string) string {
 		return strings.Replace(budgetConfig(budget, name, upstreamAddr), "preset  standard", "preset  twilio", 1)
 	}
 	tester.InitServer(twilio("1MiB", "budget_twilio", up.Listener.Addr().String()), "caddyfile") // max_body 4KiB
-	waitFor(t, "earlier tests' bodies to be released", 5*time.Second, func() bool { return bufferedBodies.used.Load() == 0 })
+	hooktest.WaitFor(t, "earlier tests' bodies to be released", 5*time.Second, func() bool { return bufferedBodies.used.Load() == 0 })
 	cfg, _ := verify.Preset("twilio")
-	v, err := verify.New(cfg, []string{testSecret})
+	v, err := verify.New(cfg, []string{hooktest.Secret})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,10 +255,10 @@ func TestBodyBudgetReservesVerificationWorkingMemory(t *testing.T) {
 
 	forged := http.Header{"X-Twilio-Signature": {"AAAAAAAAAAAAAAAAAAAAAAAAAAA="}, "I-Twilio-Idempotency-Token": {"budget-twilio-1"}}
 	holder := openRequest(t, "localhost:9080", "/hooks/test", forged, 4096, make([]byte, 100))
-	waitFor(t, fmt.Sprintf("the slow sender to hold its 4 KiB body and the %d bytes verifying it takes", work), 5*time.Second,
+	hooktest.WaitFor(t, fmt.Sprintf("the slow sender to hold its 4 KiB body and the %d bytes verifying it takes", work), 5*time.Second,
 		func() bool { return bufferedBodies.used.Load() == 4096+work })
 	holder.Close()
-	waitFor(t, "the slow sender's share to come back", 5*time.Second, func() bool { return bufferedBodies.used.Load() == 0 })
+	hooktest.WaitFor(t, "the slow sender's share to come back", 5*time.Second, func() bool { return bufferedBodies.used.Load() == 0 })
 
 	if err := validateCaddyfile(t, twilio("16KiB", "budget_twilio_small", unusedUpstream)); err == nil ||
 		!strings.Contains(err.Error(), "its twilio verification allocates besides is more than the server's body_budget 16 KiB") {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // Through reverse_proxy retrying past an upstream it cannot dial, with or without
@@ -22,7 +23,7 @@ func TestProxyRetriesHandOnEachEventsOwnBody(t *testing.T) {
 	} {
 		t.Run(proxy.name, func(t *testing.T) {
 			buffers := proxy.buffers
-			up := newUnstartedUpstream(t)
+			up := hooktest.NewUnstartedUpstream(t)
 			up.Config.Protocols = new(http.Protocols)
 			up.Config.Protocols.SetHTTP1(proxy.name != "http2") // so that HTTP/2 is what serves it
 			up.Config.Protocols.SetUnencryptedHTTP2(true)
@@ -43,7 +44,7 @@ func TestProxyRetriesHandOnEachEventsOwnBody(t *testing.T) {
 	}
 }
 `, storageDir, up.Listener.Addr().String(), buffers), "caddyfile")
-			send(t, tester.Client, newEvent(t, "evt_retried_warm"+fmt.Sprint(len(buffers)), "obj_retried", 1))
+			send(t, tester.Client, hooktest.NewEvent(t, "evt_retried_warm"+fmt.Sprint(len(buffers)), "obj_retried", 1))
 
 			var mu sync.Mutex
 			sent := make(map[string]string)
@@ -53,13 +54,13 @@ func TestProxyRetriesHandOnEachEventsOwnBody(t *testing.T) {
 					for i := range 8 {
 						id := fmt.Sprintf("evt_retried_%d_%d_%d", len(buffers), w, i)
 						pad := strings.Repeat(string(rune('a'+(w+i)%26)), (w*8+i)*997%(60<<10))
-						ev := signedEvent(t, id, `{"id":"`+id+`","pad":"`+pad+`"}`, time.Now(), testSecret)
+						ev := hooktest.SignedEvent(t, id, `{"id":"`+id+`","pad":"`+pad+`"}`, time.Now(), hooktest.Secret)
 						mu.Lock()
-						sent[id] = ev.body
+						sent[id] = ev.Body
 						mu.Unlock()
 						got, err := trySend(tester.Client, ev)
-						if err != nil || got.status != http.StatusOK {
-							t.Errorf("%s: %d %q %v", id, got.status, got.body, err)
+						if err != nil || got.Status != http.StatusOK {
+							t.Errorf("%s: %d %q %v", id, got.Status, got.Body, err)
 						}
 					}
 				})
@@ -69,11 +70,11 @@ func TestProxyRetriesHandOnEachEventsOwnBody(t *testing.T) {
 			// its pool unused; Caddy's graceful stop, when the next subtest loads its config,
 			// counts such a connection as active for its first 5 s and logs its timeout.
 			tester.Client.CloseIdleConnections()
-			up.mu.Lock()
-			defer up.mu.Unlock()
+			up.Mu.Lock()
+			defer up.Mu.Unlock()
 			received := make(map[string]string)
-			for i, h := range up.headers {
-				received[h.Get("Hookgate-Event-Id")] = up.bodies[i]
+			for i, h := range up.Headers {
+				received[h.Get("Hookgate-Event-Id")] = up.Bodies[i]
 			}
 			for id, body := range sent {
 				if received[id] != body {

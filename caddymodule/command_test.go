@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -21,41 +20,9 @@ import (
 	"github.com/caddyserver/caddy/v2/caddytest"
 
 	"github.com/hookgate/hookgate/caddymodule/hookgatecmd"
+	"github.com/hookgate/hookgate/internal/hooktest"
 	"github.com/hookgate/hookgate/verify"
 )
-
-// curlArgs runs a printed curl command through a real shell, with curl replaced by a function
-// that prints its arguments, so quoting is checked the way a user's shell will see it.
-func curlArgs(t *testing.T, line string) []string {
-	t.Helper()
-	out, err := exec.Command("sh", "-c", `curl() { for a in "$@"; do printf '%s\0' "$a"; done; }; `+line).Output()
-	if err != nil {
-		t.Fatalf("running %q: %v", line, err)
-	}
-	return strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
-}
-
-// parseCurl turns curl arguments back into the request they describe.
-func parseCurl(t *testing.T, args []string) (url string, hdr http.Header, body string) {
-	hdr = http.Header{}
-	for i := 0; i < len(args); i++ {
-		switch args[i] {
-		case "-sS":
-		case "-X":
-			i++
-		case "-H":
-			i++
-			name, value, _ := strings.Cut(args[i], ": ")
-			hdr.Add(name, value)
-		case "--data-binary":
-			i++
-			body = args[i]
-		default:
-			url = args[i]
-		}
-	}
-	return url, hdr, body
-}
 
 // printedRequest runs `caddy hookgate sign` with args and turns the curl command it prints back
 // into the request curl would send.
@@ -71,7 +38,7 @@ func printedRequestAt(t *testing.T, at time.Time, args ...string) *http.Request 
 	if err := hookgatecmd.RunAt(context.Background(), at, &printed, append([]string{"sign"}, args...)...); err != nil {
 		t.Fatalf("hookgate sign %q: %v", args, err)
 	}
-	url, hdr, body := parseCurl(t, curlArgs(t, printed.String()))
+	url, hdr, body := hooktest.ParseCurl(hooktest.CurlArgs(t, printed.String()))
 	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +56,7 @@ func signKeys(t *testing.T) map[string]signKey {
 		keys[preset] = signKey{"sign-test-secret", "secret sign-test-secret"}
 	}
 	for _, preset := range []string{"standard", "svix", "resend", "clerk", "openai"} {
-		keys[preset] = signKey{testSecret, "secret " + testSecret}
+		keys[preset] = signKey{hooktest.Secret, "secret " + hooktest.Secret}
 	}
 	seed := bytes.Repeat([]byte{1}, ed25519.SeedSize)
 	public := ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)
@@ -150,7 +117,7 @@ func everyPresetConfig(keys map[string]signKey, upstream string) string {
 // changed it is refused.
 func TestSignPrintsAcceptedCurlForEveryPreset(t *testing.T) {
 	keys := signKeys(t)
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	tester := caddytest.NewTester(t)
 	tester.InitServer(everyPresetConfig(keys, up.Listener.Addr().String()), "caddyfile")
 
@@ -179,12 +146,12 @@ func TestSignPrintsAcceptedCurlForEveryPreset(t *testing.T) {
 			raw := new(bytes.Buffer)
 			_, _ = raw.ReadFrom(body)
 
-			before := up.total()
-			got := doRequest(t, tester.Client, req)
-			if got.status < 200 || got.status > 299 || up.total() != before+1 {
-				t.Fatalf("the printed request was not passed on: %d %q (url %s, headers %v)", got.status, got.body, req.URL, req.Header)
+			before := up.Total()
+			got := hooktest.DoRequest(t, tester.Client, req)
+			if got.Status < 200 || got.Status > 299 || up.Total() != before+1 {
+				t.Fatalf("the printed request was not passed on: %d %q (url %s, headers %v)", got.Status, got.Body, req.URL, req.Header)
 			}
-			if cfg, _ := verify.Preset(c.preset); !cfg.IDBodyDigest && up.count(id) != 1 {
+			if cfg, _ := verify.Preset(c.preset); !cfg.IDBodyDigest && up.Count(id) != 1 {
 				t.Fatalf("the app did not see event %s", id)
 			}
 			accepted++
@@ -194,7 +161,7 @@ func TestSignPrintsAcceptedCurlForEveryPreset(t *testing.T) {
 			req2 := req.Clone(req.Context())
 			req2.Body, req2.ContentLength = nil, int64(len(tampered))
 			req2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(tampered)), nil }
-			expectReply(t, "one byte changed", doRequest(t, tester.Client, req2), http.StatusUnauthorized, "")
+			hooktest.ExpectReply(t, "one byte changed", hooktest.DoRequest(t, tester.Client, req2), http.StatusUnauthorized, "")
 		})
 	}
 	t.Logf("%d of %d printed requests accepted", accepted, len(cases))

@@ -6,20 +6,22 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // A route under `rate 1/m` delivers its first event at once and holds the rest queued (already
 // acknowledged); `caddy hookgate status` and the page's route listing show the rate and the
 // time the backlog needs at it.
 func TestStatusShowsRateAndDrainTime(t *testing.T) {
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	tester := startAsyncGateway(t, "ratestatus", up.Listener.Addr().String(), "rate 1/m")
 	const events = 5
 	for i := range events {
-		ev := newEvent(t, fmt.Sprintf("evt_rate_%d", i), fmt.Sprintf("obj_rate_%d", i), 1)
-		expectReply(t, "an event under the rate", send(t, tester.Client, ev), http.StatusAccepted, "")
+		ev := hooktest.NewEvent(t, fmt.Sprintf("evt_rate_%d", i), fmt.Sprintf("obj_rate_%d", i), 1)
+		hooktest.ExpectReply(t, "an event under the rate", send(t, tester.Client, ev), http.StatusAccepted, "")
 	}
-	waitFor(t, "the first event delivered", 20*time.Second, func() bool {
+	hooktest.WaitFor(t, "the first event delivered", 20*time.Second, func() bool {
 		backlog, _ := routeBacklog(t, "ratestatus")
 		return backlog == events-1
 	})
@@ -37,7 +39,7 @@ func TestStatusShowsRateAndDrainTime(t *testing.T) {
 	if status.Backlog != events-1 || status.Rate != "1/m" || status.DrainTime != "4m0s" {
 		t.Errorf("status: backlog %d, rate %q, drain_time %q; want %d, 1/m, 4m0s", status.Backlog, status.Rate, status.DrainTime, events-1)
 	}
-	if got := up.total(); got != 1 {
+	if got := up.Total(); got != 1 {
 		t.Errorf("the upstream got %d events within the first minute, want 1 under rate 1/m", got)
 	}
 

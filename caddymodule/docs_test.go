@@ -19,6 +19,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddytest"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/hookgate/hookgate/internal/hooktest"
 	"github.com/spf13/cobra"
 )
 
@@ -86,9 +87,9 @@ func TestReadmeTryItLineGetsThroughOnceThenIsADuplicate(t *testing.T) {
 	tester := caddytest.NewTester(t)
 	tester.InitServer(string(root), "caddyfile")
 
-	expectReply(t, "the try-it line", doRequest(t, tester.Client, req), http.StatusOK, `"upstream":"demo"`)
-	if got := doRequest(t, tester.Client, req); got.status != http.StatusOK || strings.TrimSpace(got.body) != again[1] {
-		t.Errorf("the try-it line again: got %d %q; the README says %q", got.status, got.body, again[1])
+	hooktest.ExpectReply(t, "the try-it line", hooktest.DoRequest(t, tester.Client, req), http.StatusOK, `"upstream":"demo"`)
+	if got := hooktest.DoRequest(t, tester.Client, req); got.Status != http.StatusOK || strings.TrimSpace(got.Body) != again[1] {
+		t.Errorf("the try-it line again: got %d %q; the README says %q", got.Status, got.Body, again[1])
 	}
 	bad := req.Clone(req.Context())
 	signature := []byte(bad.Header.Get("Webhook-Signature"))
@@ -97,8 +98,8 @@ func TestReadmeTryItLineGetsThroughOnceThenIsADuplicate(t *testing.T) {
 	}
 	signature[len(signature)-5] ^= 'A' ^ 'B' // another base64 letter
 	bad.Header.Set("Webhook-Signature", string(signature))
-	if got := doRequest(t, tester.Client, bad); strconv.Itoa(got.status) != forged[1] {
-		t.Errorf("one byte of the signature changed: got %d %q; the README says %s", got.status, got.body, forged[1])
+	if got := hooktest.DoRequest(t, tester.Client, bad); strconv.Itoa(got.Status) != forged[1] {
+		t.Errorf("one byte of the signature changed: got %d %q; the README says %s", got.Status, got.Body, forged[1])
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/hookgate/hookgate/caddymodule/ledgerpool"
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // validateCaddyfile provisions a config as `caddy validate` does, inside the test process.
@@ -57,7 +58,7 @@ func TestAsyncMaxBodyOverTheQueueLimitIsRefused(t *testing.T) {
 // large that the two no longer fit, the request is refused for good (413), not answered 503 for
 // ever as if the ledger were down.
 func TestAsyncRequestAtMaxBodyIsQueuedAndOneTooLargeIs413(t *testing.T) {
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	tester := caddytest.NewTester(t)
 	cfg := gatewayConfig("maxbody", unusedUpstream, asyncRoute(up.Listener.Addr().String()), "max_body 7MiB")
 	// Caddy's own limit on request headers is 16 KiB; an operator may raise it.
@@ -69,12 +70,12 @@ func TestAsyncRequestAtMaxBodyIsQueuedAndOneTooLargeIs413(t *testing.T) {
 	}
 	// Verifying and storing 7 MiB takes seconds under the race detector.
 	client := &http.Client{Timeout: time.Minute}
-	ev := signedEvent(t, "evt_maxbody_1", body(1), time.Now(), testSecret)
-	expectReply(t, "a body of max_body", send(t, client, ev), http.StatusAccepted, `"id":"evt_maxbody_1"`)
+	ev := hooktest.SignedEvent(t, "evt_maxbody_1", body(1), time.Now(), hooktest.Secret)
+	hooktest.ExpectReply(t, "a body of max_body", send(t, client, ev), http.StatusAccepted, `"id":"evt_maxbody_1"`)
 
-	ev = signedEvent(t, "evt_maxbody_2", body(2), time.Now(), testSecret)
-	ev.headers.Set("X-Padding", strings.Repeat("<", 1_500_000))
-	expectReply(t, "a body of max_body with 1.5 MB of headers", send(t, client, ev), http.StatusRequestEntityTooLarge, "too large to queue")
+	ev = hooktest.SignedEvent(t, "evt_maxbody_2", body(2), time.Now(), hooktest.Secret)
+	ev.Headers.Set("X-Padding", strings.Repeat("<", 1_500_000))
+	hooktest.ExpectReply(t, "a body of max_body with 1.5 MB of headers", send(t, client, ev), http.StatusRequestEntityTooLarge, "too large to queue")
 }
 
 // Reaching max_pending is logged once, and accepting again once, however many requests are

@@ -9,6 +9,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/hookgate/hookgate/internal/hooktest"
 	"github.com/hookgate/hookgate/internal/jsonpath"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -194,13 +195,13 @@ func TestOnlyRefusedAtLoad(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := caddy.NewContext(caddy.Context{Context: t.Context()})
 			defer cancel()
-			h := Handler{Preset: "stripe", Secrets: []string{testSecret}, Only: []Filter{tc.only}}
+			h := Handler{Preset: "stripe", Secrets: []string{hooktest.Secret}, Only: []Filter{tc.only}}
 			err := h.Provision(ctx)
 			if err == nil {
 				h.Cleanup()
 				t.Fatalf("provisioned, want error containing %q", tc.wantErr)
 			}
-			if !strings.Contains(err.Error(), tc.wantErr) || strings.Contains(err.Error(), testSecret) {
+			if !strings.Contains(err.Error(), tc.wantErr) || strings.Contains(err.Error(), hooktest.Secret) {
 				t.Fatalf("error %q, want one containing %q and no secret", err, tc.wantErr)
 			}
 		})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 func nested(id string, depth int) string {
@@ -17,13 +18,13 @@ func nested(id string, depth int) string {
 
 func TestJSONNestedDeeperThanTheLimitIsRefused(t *testing.T) {
 	const route = "json_depth"
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	tester := startStripeGateway(t, route, up, "only json type invoice.paid", "version json data.object.id json created", "max_body 2MiB")
 
-	expectReply(t, "a body nested 128 levels deep", send(t, tester.Client, presetEvent(t, "stripe", "evt_depth_128", nested("evt_depth_128", 128))),
+	hooktest.ExpectReply(t, "a body nested 128 levels deep", send(t, tester.Client, presetEvent(t, "stripe", "evt_depth_128", nested("evt_depth_128", 128))),
 		http.StatusOK, "upstream says hi")
 	inString := `{"id":"evt_depth_str","type":"invoice.paid","created":2,"data":{"object":{"id":"in_2"}},"pad":"\"` + strings.Repeat("[", 5000) + `"}`
-	expectReply(t, "a body with 5,000 brackets inside a string", send(t, tester.Client, presetEvent(t, "stripe", "evt_depth_str", inString)),
+	hooktest.ExpectReply(t, "a body with 5,000 brackets inside a string", send(t, tester.Client, presetEvent(t, "stripe", "evt_depth_str", inString)),
 		http.StatusOK, "upstream says hi")
 	for name, body := range map[string]string{
 		"129 levels":                  nested("evt_depth_129", 129),
@@ -32,16 +33,16 @@ func TestJSONNestedDeeperThanTheLimitIsRefused(t *testing.T) {
 		"deep inside the ID's object": `{"id":"evt_depth_id","type":"invoice.paid","data":` + strings.Repeat(`{"object":`, 130) + "1" + strings.Repeat("}", 131),
 	} {
 		got := send(t, tester.Client, presetEvent(t, "stripe", "evt_depth", body))
-		expectReply(t, name, got, http.StatusBadRequest, `"error":"the JSON body nests arrays and objects more than 128 levels deep"`)
+		hooktest.ExpectReply(t, name, got, http.StatusBadRequest, `"error":"the JSON body nests arrays and objects more than 128 levels deep"`)
 	}
-	if n := up.total(); n != 2 {
+	if n := up.Total(); n != 2 {
 		t.Fatalf("the app got %d requests, want the 2 within the limit", n)
 	}
 }
 
 func TestDuplicateKeysOnAPathHookgateReadsAreRefused(t *testing.T) {
 	const route = "json_dup"
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	tester := startStripeGateway(t, route, up, "only json type invoice.paid", "version json data.object.id json created")
 
 	for name, tc := range map[string]struct{ id, body, field string }{
@@ -63,39 +64,39 @@ func TestDuplicateKeysOnAPathHookgateReadsAreRefused(t *testing.T) {
 			`{"id":"evt_dup_8","type":"invoice.paid","created":1,"data":{"object":{"id":"in_1"}},"d\u0061ta":{"object":{"id":"in_2"}}}`, "data.object.id"},
 	} {
 		got := send(t, tester.Client, presetEvent(t, "stripe", tc.id, tc.body))
-		expectReply(t, name, got, http.StatusBadRequest, fmt.Sprintf("JSON field %s: the key", tc.field))
-		if !strings.Contains(got.body, "appears more than once in its object") {
-			t.Errorf("%s: the reason %q does not say the key appears more than once", name, got.body)
+		hooktest.ExpectReply(t, name, got, http.StatusBadRequest, fmt.Sprintf("JSON field %s: the key", tc.field))
+		if !strings.Contains(got.Body, "appears more than once in its object") {
+			t.Errorf("%s: the reason %q does not say the key appears more than once", name, got.Body)
 		}
 	}
 	elsewhere := `{"id":"evt_dup_ok","type":"invoice.paid","created":1,"data":{"object":{"id":"in_1","metadata":{"k":"a","k":"b","K":"c"}}},"Id2":1}`
-	expectReply(t, "a key twice off the paths hookgate reads", send(t, tester.Client, presetEvent(t, "stripe", "evt_dup_ok", elsewhere)),
+	hooktest.ExpectReply(t, "a key twice off the paths hookgate reads", send(t, tester.Client, presetEvent(t, "stripe", "evt_dup_ok", elsewhere)),
 		http.StatusOK, "upstream says hi")
-	if n, m := up.total(), up.count("evt_dup_ok"); n != 1 || m != 1 {
+	if n, m := up.Total(), up.Count("evt_dup_ok"); n != 1 || m != 1 {
 		t.Fatalf("the app got %d requests (%d of evt_dup_ok), want only evt_dup_ok, once", n, m)
 	}
 }
 
 func TestDuplicateBodyTimestampIsRefused(t *testing.T) {
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	tester := caddytest.NewTester(t)
 	tester.InitServer(presetGatewayConfig("linear", "json_dup_linear", up.Listener.Addr().String()), "caddyfile")
 	now, old := time.Now().UnixMilli(), time.Now().Add(-time.Hour).UnixMilli()
 	body := fmt.Sprintf(`{"action":"create","webhookTimestamp":%d,"webhookTimestamp":%d}`, now, old)
 	got := send(t, tester.Client, presetEvent(t, "linear", "lin_dup_1", body))
-	expectReply(t, "webhookTimestamp twice", got, http.StatusBadRequest, "JSON field webhookTimestamp: the key")
+	hooktest.ExpectReply(t, "webhookTimestamp twice", got, http.StatusBadRequest, "JSON field webhookTimestamp: the key")
 	fresh := fmt.Sprintf(`{"action":"create","webhookTimestamp":%d}`, now)
-	expectReply(t, "webhookTimestamp once", send(t, tester.Client, presetEvent(t, "linear", "lin_dup_2", fresh)), http.StatusOK, "upstream says hi")
+	hooktest.ExpectReply(t, "webhookTimestamp once", send(t, tester.Client, presetEvent(t, "linear", "lin_dup_2", fresh)), http.StatusOK, "upstream says hi")
 }
 
 func TestEventsWhoseIDsDifferOnlyInLoneSurrogatesAreRefusedNotDuplicates(t *testing.T) {
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	tester := startStripeGateway(t, "json_surrogates", up)
 	for _, id := range []string{`evt_\ud800`, `evt_\udbff`} {
 		ev := presetEvent(t, "stripe", "evt_s", `{"id":"`+id+`","type":"invoice.paid","created":1}`)
-		expectReply(t, id, send(t, tester.Client, ev), http.StatusBadRequest, "a lone \\\\u surrogate, which apps decode differently")
+		hooktest.ExpectReply(t, id, send(t, tester.Client, ev), http.StatusBadRequest, "a lone \\\\u surrogate, which apps decode differently")
 	}
-	if n := up.total(); n != 0 {
+	if n := up.Total(); n != 0 {
 		t.Fatalf("the app got %d requests, want none", n)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddytest"
 
+	"github.com/hookgate/hookgate/internal/hooktest"
 	"github.com/hookgate/hookgate/verify"
 )
 
@@ -21,14 +22,14 @@ func presetGatewayConfig(preset, name, upstreamAddr string, extra ...string) str
 }
 
 // presetEvent is a request signed the way preset's provider signs it, with id in its ID header.
-func presetEvent(t *testing.T, preset, id, body string) *event {
+func presetEvent(t *testing.T, preset, id, body string) *hooktest.Event {
 	t.Helper()
 	cfg, _ := verify.Preset(preset)
-	hdr, err := verify.Sign(cfg, testSecret, id, time.Now(), []byte(body))
+	hdr, err := verify.Sign(cfg, hooktest.Secret, id, time.Now(), []byte(body))
 	if err != nil {
 		t.Fatalf("signing: %v", err)
 	}
-	return &event{id: id, body: body, headers: hdr}
+	return &hooktest.Event{ID: id, Body: body, Headers: hdr}
 }
 
 // GitHub and Shopify sign neither their delivery ID nor a timestamp: a captured request replayed
@@ -38,7 +39,7 @@ func TestReplayUnderFreshUnsignedIDIsDuplicate(t *testing.T) {
 		idHeader := map[string]string{"github": "X-GitHub-Delivery", "shopify": "X-Shopify-Webhook-Id"}[preset]
 		for _, mode := range []string{"sync", "async"} {
 			t.Run(preset+"/"+mode, func(t *testing.T) {
-				up := newUpstream(t)
+				up := hooktest.NewUpstream(t)
 				name := "replay_" + preset + "_" + mode
 				upstreamAddr, extra := up.Listener.Addr().String(), []string(nil)
 				wantStatus, wantBody := http.StatusOK, "upstream says hi"
@@ -50,19 +51,19 @@ func TestReplayUnderFreshUnsignedIDIsDuplicate(t *testing.T) {
 				tester.InitServer(presetGatewayConfig(preset, name, upstreamAddr, extra...), "caddyfile")
 
 				first := presetEvent(t, preset, name+"-1", fmt.Sprintf(`{"action":"opened","route":%q}`, name))
-				expectReply(t, "first delivery", send(t, tester.Client, first), wantStatus, wantBody)
+				hooktest.ExpectReply(t, "first delivery", send(t, tester.Client, first), wantStatus, wantBody)
 
-				replay := &event{id: name + "-2", body: first.body, headers: first.headers.Clone()}
-				replay.headers.Set(idHeader, replay.id)
-				expectReply(t, "the same signed bytes under a fresh ID", send(t, tester.Client, replay), http.StatusOK, `"duplicate":true`)
-				expectReply(t, "the provider's redelivery, same ID", send(t, tester.Client, first), http.StatusOK, `"duplicate":true`)
+				replay := &hooktest.Event{ID: name + "-2", Body: first.Body, Headers: first.Headers.Clone()}
+				replay.Headers.Set(idHeader, replay.ID)
+				hooktest.ExpectReply(t, "the same signed bytes under a fresh ID", send(t, tester.Client, replay), http.StatusOK, `"duplicate":true`)
+				hooktest.ExpectReply(t, "the provider's redelivery, same ID", send(t, tester.Client, first), http.StatusOK, `"duplicate":true`)
 
 				next := presetEvent(t, preset, name+"-3", fmt.Sprintf(`{"action":"closed","route":%q}`, name))
-				expectReply(t, "a new event", send(t, tester.Client, next), wantStatus, wantBody)
+				hooktest.ExpectReply(t, "a new event", send(t, tester.Client, next), wantStatus, wantBody)
 
-				waitFor(t, "both events delivered", 10*time.Second, func() bool { return up.count(first.id) == 1 && up.count(next.id) == 1 })
-				if n := up.count(replay.id); n != 0 || up.total() != 2 {
-					t.Fatalf("upstream saw the replay %d times and %d requests in all, want 0 and 2", n, up.total())
+				hooktest.WaitFor(t, "both events delivered", 10*time.Second, func() bool { return up.Count(first.ID) == 1 && up.Count(next.ID) == 1 })
+				if n := up.Count(replay.ID); n != 0 || up.Total() != 2 {
+					t.Fatalf("upstream saw the replay %d times and %d requests in all, want 0 and 2", n, up.Total())
 				}
 			})
 		}
@@ -94,7 +95,7 @@ func TestProvisionRefusesUnsignedSources(t *testing.T) {
 			ctx, cancel := caddy.NewContext(caddy.Context{Context: t.Context()})
 			defer cancel()
 			h := tc.h
-			h.Secrets = []string{testSecret}
+			h.Secrets = []string{hooktest.Secret}
 			// Provision stops at the storage, after the sources were checked: a config that passes
 			// them fails there, so nothing is opened.
 			h.Storage = &Storage{Backend: "none"}

@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"bytes"
 	"net"
 	"net/http"
 	"os"
@@ -16,14 +15,15 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 
+	"github.com/hookgate/hookgate/internal/hooktest"
 	"github.com/hookgate/hookgate/internal/redistest"
 	"github.com/hookgate/hookgate/verify"
 )
 
 // exampleSecrets are what a user would export before running each example.
 var exampleSecrets = map[string]string{
-	"STANDARD_WEBHOOK_SECRET": testSecret,
-	"SVIX_WEBHOOK_SECRET":     testSecret,
+	"STANDARD_WEBHOOK_SECRET": hooktest.Secret,
+	"SVIX_WEBHOOK_SECRET":     hooktest.Secret,
 	"STRIPE_WEBHOOK_SECRET":   "whsec_test_secret",
 	"GITHUB_WEBHOOK_SECRET":   "It's a Secret to Everybody",
 	"SHOPIFY_WEBHOOK_SECRET":  "shpss_example",
@@ -32,7 +32,7 @@ var exampleSecrets = map[string]string{
 	"PLATFORM_WEBHOOK_SECRET": "platform-secret",
 
 	"BOX_PRIMARY_KEY":              "box-primary-test-key",
-	"CLERK_WEBHOOK_SIGNING_SECRET": testSecret,
+	"CLERK_WEBHOOK_SIGNING_SECRET": hooktest.Secret,
 	"ELEVENLABS_WEBHOOK_SECRET":    "elevenlabs-test-secret",
 	"GOCARDLESS_WEBHOOK_SECRET":    "gocardless-test-secret",
 	"HUBSPOT_CLIENT_SECRET":        "hubspot-test-client-secret",
@@ -41,10 +41,10 @@ var exampleSecrets = map[string]string{
 	"LINE_CHANNEL_SECRET":          "line-test-channel-secret",
 	"LINEAR_WEBHOOK_SECRET":        "lin_wh_test_secret",
 	"MUX_WEBHOOK_SECRET":           "mux-test-secret",
-	"OPENAI_WEBHOOK_SECRET":        testSecret,
+	"OPENAI_WEBHOOK_SECRET":        hooktest.Secret,
 	"PADDLE_WEBHOOK_SECRET":        "pdl_ntfset_test_secret",
 	"RAZORPAY_WEBHOOK_SECRET":      "razorpay-test-secret",
-	"RESEND_WEBHOOK_SECRET":        testSecret,
+	"RESEND_WEBHOOK_SECRET":        hooktest.Secret,
 	"SANITY_WEBHOOK_SECRET":        "sanity-test-secret",
 	"SQUARE_SIGNATURE_KEY":         "square-test-signature-key",
 	"TWILIO_AUTH_TOKEN":            "twilio-test-auth-token",
@@ -76,13 +76,13 @@ func TestExamplesRunAsDocumented(t *testing.T) {
 			tester.InitServer(string(src), "caddyfile")
 
 			req := tryRequest(t, string(src))
-			first := doRequest(t, tester.Client, req)
+			first := hooktest.DoRequest(t, tester.Client, req)
 			if strings.Contains(string(src), "forward ") {
-				expectReply(t, "first (async)", first, http.StatusAccepted, `{"received":true,"id":"evt_`)
+				hooktest.ExpectReply(t, "first (async)", first, http.StatusAccepted, `{"received":true,"id":"evt_`)
 			} else {
-				expectReply(t, "first", first, http.StatusOK, `"verified":"`)
+				hooktest.ExpectReply(t, "first", first, http.StatusOK, `"verified":"`)
 			}
-			expectReply(t, "again", doRequest(t, tester.Client, req), http.StatusOK, `"duplicate":true`)
+			hooktest.ExpectReply(t, "again", hooktest.DoRequest(t, tester.Client, req), http.StatusOK, `"duplicate":true`)
 		})
 	}
 }
@@ -125,19 +125,6 @@ func tryRequest(t *testing.T, caddyfile string) *http.Request {
 	return printedRequest(t, strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")...)
 }
 
-func doRequest(t *testing.T, client *http.Client, req *http.Request) reply {
-	t.Helper()
-	req.Body, _ = req.GetBody()
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatalf("sending: %v", err)
-	}
-	defer resp.Body.Close()
-	var b bytes.Buffer
-	_, _ = b.ReadFrom(resp.Body)
-	return reply{status: resp.StatusCode, body: b.String(), header: resp.Header}
-}
-
 // TestExamplesNeverHandForgedHookgateHeadersToTheApp loads the root Caddyfile and every example as
 // documented, with an app that records what reaches it in place of their stand-in one, and sends
 // forged Hookgate-* headers (names in other cases, and with `_` for `-`, which Rack, CGI, PHP and
@@ -146,7 +133,7 @@ func doRequest(t *testing.T, client *http.Client, req *http.Request) reply {
 // value, and still gets hookgate's own headers with the genuine event.
 func TestExamplesNeverHandForgedHookgateHeadersToTheApp(t *testing.T) {
 	files := append(setExampleEnv(t), "../Caddyfile")
-	t.Setenv("HOOKGATE_SECRET", testSecret) // the root Caddyfile's
+	t.Setenv("HOOKGATE_SECRET", hooktest.Secret) // the root Caddyfile's
 	// Ledgers of their own, so the task callback's version 1 is new; not t.TempDir(), removed while
 	// the last config loaded still has its ledger open.
 	data, err := os.MkdirTemp(storageDir, "examples-forged-")
@@ -160,7 +147,7 @@ func TestExamplesNeverHandForgedHookgateHeadersToTheApp(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			app := newUpstream(t)
+			app := hooktest.NewUpstream(t)
 			port := strconv.Itoa(app.Listener.Addr().(*net.TCPAddr).Port)
 			t.Setenv("HOOKGATE_UPSTREAM_PORT", port)
 			t.Setenv("HOOKGATE_FORWARD_PORT", port)
@@ -169,8 +156,8 @@ func TestExamplesNeverHandForgedHookgateHeadersToTheApp(t *testing.T) {
 
 			genuine := genuineRequest(t, string(src))
 			forgeHookgateHeaders(genuine.Header, "beside a genuine event")
-			if got := doRequest(t, tester.Client, genuine); got.status >= 300 {
-				t.Fatalf("the genuine request: got %d %q", got.status, got.body)
+			if got := hooktest.DoRequest(t, tester.Client, genuine); got.Status >= 300 {
+				t.Fatalf("the genuine request: got %d %q", got.Status, got.Body)
 			}
 			under, outside := pathsAround(t, string(src))
 			for _, path := range append(under, outside...) {
@@ -179,18 +166,18 @@ func TestExamplesNeverHandForgedHookgateHeadersToTheApp(t *testing.T) {
 					t.Fatal(err)
 				}
 				forgeHookgateHeaders(req.Header, "on "+path)
-				got := doRequest(t, tester.Client, req)
-				if slices.Contains(under, path) && (got.status != http.StatusUnauthorized || !strings.Contains(got.body, `"received":false`)) {
-					t.Errorf("%s, under the route's path, got %d %q; want hookgate's 401", path, got.status, got.body)
+				got := hooktest.DoRequest(t, tester.Client, req)
+				if slices.Contains(under, path) && (got.Status != http.StatusUnauthorized || !strings.Contains(got.Body, `"received":false`)) {
+					t.Errorf("%s, under the route's path, got %d %q; want hookgate's 401", path, got.Status, got.Body)
 				}
 			}
 
 			seen := func() []http.Header {
-				app.mu.Lock()
-				defer app.mu.Unlock()
-				return slices.Clone(app.headers)
+				app.Mu.Lock()
+				defer app.Mu.Unlock()
+				return slices.Clone(app.Headers)
 			}
-			waitFor(t, "the genuine event to reach the app (async examples deliver it later)", 10*time.Second, func() bool {
+			hooktest.WaitFor(t, "the genuine event to reach the app (async examples deliver it later)", 10*time.Second, func() bool {
 				return slices.ContainsFunc(seen(), func(h http.Header) bool {
 					v := h.Get("Hookgate-Verified")
 					return v != "" && !strings.Contains(v, "forged")
@@ -233,7 +220,7 @@ func genuineRequest(t *testing.T, caddyfile string) *http.Request {
 	if strings.Contains(caddyfile, "# try: ") {
 		return tryRequest(t, caddyfile)
 	}
-	return printedRequest(t, "--preset", "standard", "--secret", testSecret, "--url", "http://localhost:9080/hooks/demo")
+	return printedRequest(t, "--preset", "standard", "--secret", hooktest.Secret, "--url", "http://localhost:9080/hooks/demo")
 }
 
 // forgeHookgateHeaders sets hookgate's headers, and names an app may read as theirs, to a forged

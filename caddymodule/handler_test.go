@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/hookgate/hookgate/caddymodule/ledgerpool"
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/hooktest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -86,16 +87,16 @@ func TestUpstreamBreakingOffBodySettlesClaim(t *testing.T) {
 		}
 	}))
 	t.Cleanup(up.Close)
-	tester := startGateway(t, "r12abort", &upstream{Server: up})
-	ev := newEvent(t, "evt_r12_abort", "obj_r12_abort", 1)
+	tester := startGateway(t, "r12abort", &hooktest.Upstream{Server: up})
+	ev := hooktest.NewEvent(t, "evt_r12_abort", "obj_r12_abort", 1)
 	awaitLoadSettled(t, tester.Client)
 	first, err := trySend(tester.Client, ev)
-	t.Logf("first try: %d %.60q, err %v", first.status, first.body, err)
+	t.Logf("first try: %d %.60q, err %v", first.Status, first.Body, err)
 	retry := send(t, tester.Client, ev)
-	if retry.status == http.StatusConflict {
-		t.Errorf("the provider's retry after the app answered 200 got %d %s: the claim was left in flight", retry.status, retry.body)
+	if retry.Status == http.StatusConflict {
+		t.Errorf("the provider's retry after the app answered 200 got %d %s: the claim was left in flight", retry.Status, retry.Body)
 	}
-	expectReply(t, "the retry of an event the app answered 200", retry, http.StatusOK, `"duplicate":true`)
+	hooktest.ExpectReply(t, "the retry of an event the app answered 200", retry, http.StatusOK, `"duplicate":true`)
 	if n := hits.Load(); n != 1 {
 		t.Errorf("the app got the event %d times, want once", n)
 	}

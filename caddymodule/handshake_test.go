@@ -15,6 +15,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 
+	"github.com/hookgate/hookgate/internal/hooktest"
 	"github.com/hookgate/hookgate/verify"
 )
 
@@ -47,7 +48,7 @@ func signRequest(t *testing.T, preset, key, id, rawURL, contentType, body string
 
 // sendSigned sends req to target (its own URL when ""), as send does: once the last config load
 // has settled, trying again only a connection that could not be made.
-func sendSigned(t *testing.T, client *http.Client, req *signedRequest, target string) reply {
+func sendSigned(t *testing.T, client *http.Client, req *signedRequest, target string) hooktest.Reply {
 	t.Helper()
 	if target == "" {
 		target = req.url
@@ -72,14 +73,14 @@ func sendSigned(t *testing.T, client *http.Client, req *signedRequest, target st
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		return reply{status: resp.StatusCode, body: string(body), header: resp.Header}
+		return hooktest.Reply{Status: resp.StatusCode, Body: string(body), Header: resp.Header}
 	}
 }
 
 // handshakeCase is one provider's endpoint check and what the gateway must answer.
 type handshakeCase struct {
 	preset      string
-	key         string // signs; the gateway verifies with testSecret or the Discord public key
+	key         string // signs; the gateway verifies with hooktest.Secret or the Discord public key
 	check       func(id string) (body string, extra http.Header)
 	status      int
 	contentType string
@@ -91,14 +92,14 @@ type handshakeCase struct {
 var twitchCheck = http.Header{"Twitch-Eventsub-Message-Type": {"webhook_callback_verification"}}
 
 func zoomToken(plain string) string {
-	mac := hmac.New(sha256.New, []byte(testSecret))
+	mac := hmac.New(sha256.New, []byte(hooktest.Secret))
 	mac.Write([]byte(plain))
 	return hex.EncodeToString(mac.Sum(nil))
 }
 
 var handshakeCases = map[string]handshakeCase{
 	"slack": {
-		preset: "slack", key: testSecret,
+		preset: "slack", key: hooktest.Secret,
 		check: func(string) (string, http.Header) {
 			return `{"token":"Jhj5dZrVaK7ZwHHjRyZWjbDl","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}`, nil
 		},
@@ -106,7 +107,7 @@ var handshakeCases = map[string]handshakeCase{
 		event: `{"type":"event_callback","event_id":"Ev_hs_slack","event":{"type":"app_mention"}}`, whenOff: http.StatusBadRequest,
 	},
 	"zoom": {
-		preset: "zoom", key: testSecret,
+		preset: "zoom", key: hooktest.Secret,
 		check: func(string) (string, http.Header) {
 			return `{"payload":{"plainToken":"qgg8vlvZRS6UYooatFL8Aw"},"event_ts":1654503849680,"event":"endpoint.url_validation"}`, nil
 		},
@@ -130,7 +131,7 @@ var handshakeCases = map[string]handshakeCase{
 		status: http.StatusNoContent, whenOff: http.StatusOK, // its ID is the body's digest
 	},
 	"twitch": {
-		preset: "twitch", key: testSecret,
+		preset: "twitch", key: hooktest.Secret,
 		check: func(string) (string, http.Header) {
 			return `{"challenge":"pogchamp-kappa-360noscope-vohiyo","subscription":{"type":"channel.follow"}}`, twitchCheck
 		},
@@ -154,7 +155,7 @@ func handshakeConfig(preset, name, upstreamAddr string, extra ...string) string 
 func TestHandshakesAnsweredByTheGateway(t *testing.T) {
 	for name, tc := range handshakeCases {
 		t.Run(name, func(t *testing.T) {
-			up := newUpstream(t)
+			up := hooktest.NewUpstream(t)
 			route := "hs_" + strings.ReplaceAll(name, " ", "_")
 			tester := caddytest.NewTester(t)
 			tester.InitServer(handshakeConfig(tc.preset, route, up.Listener.Addr().String()), "caddyfile")
@@ -163,35 +164,35 @@ func TestHandshakesAnsweredByTheGateway(t *testing.T) {
 			body, extra := tc.check(checkID)
 
 			got := sendSigned(t, tester.Client, signRequest(t, tc.preset, tc.key, checkID, url, "application/json", body, extra), "")
-			if got.status != tc.status || got.body != tc.answer || got.header.Get("Content-Type") != tc.contentType {
-				t.Fatalf("handshake: got %d %q (Content-Type %q), want %d %q (%q)", got.status, got.body, got.header.Get("Content-Type"), tc.status, tc.answer, tc.contentType)
+			if got.Status != tc.status || got.Body != tc.answer || got.Header.Get("Content-Type") != tc.contentType {
+				t.Fatalf("handshake: got %d %q (Content-Type %q), want %d %q (%q)", got.Status, got.Body, got.Header.Get("Content-Type"), tc.status, tc.answer, tc.contentType)
 			}
-			if outcome := got.header.Get("Hookgate-Outcome"); outcome != "handshake" {
+			if outcome := got.Header.Get("Hookgate-Outcome"); outcome != "handshake" {
 				t.Fatalf("{http.hookgate.outcome} = %q, want handshake", outcome)
 			}
 
 			forged := signRequest(t, tc.preset, tc.key, checkID, url, "application/json", body, extra)
 			forged.body += " "
-			expectReply(t, "a forged check", sendSigned(t, tester.Client, forged, ""), http.StatusUnauthorized, "signature")
+			hooktest.ExpectReply(t, "a forged check", sendSigned(t, tester.Client, forged, ""), http.StatusUnauthorized, "signature")
 
 			if tc.event != "" {
 				event := strings.ReplaceAll(tc.event, "%s", checkID)
 				genuine := signRequest(t, tc.preset, tc.key, checkID, url, "application/json", event, nil)
-				expectReply(t, "the genuine event after the check", sendSigned(t, tester.Client, genuine, ""), http.StatusOK, "upstream says hi")
+				hooktest.ExpectReply(t, "the genuine event after the check", sendSigned(t, tester.Client, genuine, ""), http.StatusOK, "upstream says hi")
 			}
 			want := 0
 			if tc.event != "" {
 				want = 1
 			}
-			if n := up.total(); n != want {
+			if n := up.Total(); n != want {
 				t.Fatalf("the app got %d requests, want %d (the genuine event only)", n, want)
 			}
 
 			tester.InitServer(handshakeConfig(tc.preset, route, up.Listener.Addr().String(), "handshake off"), "caddyfile")
 			body, extra = tc.check(route + "_off")
 			got = sendSigned(t, tester.Client, signRequest(t, tc.preset, tc.key, route+"_off", url, "application/json", body, extra), "")
-			if got.status != tc.whenOff || got.header.Get("Hookgate-Outcome") == "handshake" {
-				t.Fatalf("with handshake off: got %d %q, outcome %q; want %d as an ordinary event", got.status, got.body, got.header.Get("Hookgate-Outcome"), tc.whenOff)
+			if got.Status != tc.whenOff || got.Header.Get("Hookgate-Outcome") == "handshake" {
+				t.Fatalf("with handshake off: got %d %q, outcome %q; want %d as an ordinary event", got.Status, got.Body, got.Header.Get("Hookgate-Outcome"), tc.whenOff)
 			}
 		})
 	}
@@ -202,15 +203,15 @@ func TestHandshakesAnsweredByTheGateway(t *testing.T) {
 func TestHandshakesAnsweredBeforeOnlyFilters(t *testing.T) {
 	for name, tc := range handshakeCases {
 		t.Run(name, func(t *testing.T) {
-			up := newUpstream(t)
+			up := hooktest.NewUpstream(t)
 			route := "hs_only_" + strings.ReplaceAll(name, " ", "_")
 			tester := caddytest.NewTester(t)
 			tester.InitServer(handshakeConfig(tc.preset, route, up.Listener.Addr().String(), "only json no_such_field x"), "caddyfile")
 			url := "http://localhost:9080/hooks/" + route
 			body, extra := tc.check(route + "_1")
 			got := sendSigned(t, tester.Client, signRequest(t, tc.preset, tc.key, route+"_1", url, "application/json", body, extra), "")
-			if got.status != tc.status || got.body != tc.answer || got.header.Get("Hookgate-Outcome") != "handshake" {
-				t.Fatalf("handshake under an only line: got %d %q (outcome %q), want %d %q (handshake)", got.status, got.body, got.header.Get("Hookgate-Outcome"), tc.status, tc.answer)
+			if got.Status != tc.status || got.Body != tc.answer || got.Header.Get("Hookgate-Outcome") != "handshake" {
+				t.Fatalf("handshake under an only line: got %d %q (outcome %q), want %d %q (handshake)", got.Status, got.Body, got.Header.Get("Hookgate-Outcome"), tc.status, tc.answer)
 			}
 		})
 	}

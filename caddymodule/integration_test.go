@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/hooktest"
 	"github.com/hookgate/hookgate/internal/paralleltest"
 	"github.com/hookgate/hookgate/verify"
 )
@@ -30,10 +29,8 @@ import (
 // t.Parallel: go test runs them after the others, four at a time (TestMain): more fought over
 // the two cores of the machine the suite is tuned on, and fewer left them waiting in turn.
 
-const (
-	testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-	gateURL    = "http://localhost:9080/hooks/test"
-)
+// gateURL is the route of the sites gatewayConfig writes.
+const gateURL = "http://localhost:9080/hooks/test"
 
 var storageDir string
 
@@ -47,60 +44,10 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	storageDir = dir
-	os.Setenv("HOOKGATE_TEST_SECRET", testSecret)
+	os.Setenv("HOOKGATE_TEST_SECRET", hooktest.Secret)
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// upstream stands in for the app behind the gateway: it counts what reaches it by event ID.
-type upstream struct {
-	*httptest.Server
-	status  atomic.Int32
-	block   chan struct{} // when non-nil, requests wait on it
-	mu      sync.Mutex
-	seen    map[string]int
-	headers []http.Header
-	bodies  []string
-}
-
-func newUpstream(t *testing.T) *upstream {
-	u := newUnstartedUpstream(t)
-	u.Start()
-	return u
-}
-
-func newUnstartedUpstream(t *testing.T) *upstream {
-	u := &upstream{seen: map[string]int{}}
-	u.status.Store(http.StatusOK)
-	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		u.mu.Lock()
-		u.seen[r.Header.Get("Hookgate-Event-Id")]++
-		u.headers = append(u.headers, r.Header.Clone())
-		u.bodies = append(u.bodies, string(body))
-		block := u.block
-		u.mu.Unlock()
-		if block != nil {
-			<-block
-		}
-		w.WriteHeader(int(u.status.Load()))
-		fmt.Fprint(w, "upstream says hi")
-	}))
-	t.Cleanup(u.Close)
-	return u
-}
-
-func (u *upstream) count(id string) int {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.seen[id]
-}
-
-func (u *upstream) total() int {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return len(u.headers)
 }
 
 // gatewayConfig is a Caddyfile with one standard-preset route in front of upstreamAddr; extra lines go
@@ -132,46 +79,16 @@ func gatewayConfig(name, upstreamAddr string, extra ...string) string {
 `, name, storageDir, strings.Join(extra, "\n\t\t"), upstreamAddr)
 }
 
-func startGateway(t *testing.T, name string, up *upstream, extra ...string) *caddytest.Tester {
+func startGateway(t *testing.T, name string, up *hooktest.Upstream, extra ...string) *caddytest.Tester {
 	t.Helper()
 	tester := caddytest.NewTester(t)
 	tester.InitServer(gatewayConfig(name, up.Listener.Addr().String(), extra...), "caddyfile")
 	return tester
 }
 
-// event is one webhook as the provider would send it.
-type event struct {
-	id      string
-	body    string
-	ts      time.Time
-	secret  string
-	headers http.Header // after signing; tests may tamper with it
-}
-
-func newEvent(t testing.TB, id, entity string, version int) *event {
-	body := fmt.Sprintf(`{"type":"test","data":{"object":{"id":%q,"updated":%d}}}`, entity, version)
-	return signedEvent(t, id, body, time.Now(), testSecret)
-}
-
-func signedEvent(t testing.TB, id, body string, ts time.Time, secret string) *event {
-	t.Helper()
-	cfg, _ := verify.Preset("standard")
-	hdr, err := verify.Sign(cfg, secret, id, ts, []byte(body))
-	if err != nil {
-		t.Fatalf("signing: %v", err)
-	}
-	return &event{id: id, body: body, ts: ts, secret: secret, headers: hdr}
-}
-
-type reply struct {
-	status int
-	body   string
-	header http.Header
-}
-
 // send sends ev once the last config load has settled (see awaitLoadSettled). Only a connection
 // that could not be made is tried again: then the request never left.
-func send(t testing.TB, client *http.Client, ev *event) reply {
+func send(t testing.TB, client *http.Client, ev *hooktest.Event) hooktest.Reply {
 	t.Helper()
 	awaitLoadSettled(t, client)
 	for tries := 1; ; tries++ {
@@ -182,74 +99,49 @@ func send(t testing.TB, client *http.Client, ev *event) reply {
 			continue
 		}
 		if err != nil {
-			t.Fatalf("sending %s: %v", ev.id, err)
+			t.Fatalf("sending %s: %v", ev.ID, err)
 		}
 		return got
 	}
 }
 
-func trySend(client *http.Client, ev *event) (reply, error) {
-	return trySendTo(client, gateURL, ev)
-}
-
-func trySendTo(client *http.Client, url string, ev *event) (reply, error) {
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(ev.body))
-	if err != nil {
-		return reply{}, err
-	}
-	for k, v := range ev.headers {
-		req.Header[k] = v
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return reply{}, err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return reply{status: resp.StatusCode, body: string(body), header: resp.Header}, nil
-}
-
-func expectReply(t testing.TB, step string, got reply, status int, bodyContains string) {
-	t.Helper()
-	if got.status != status || !strings.Contains(got.body, bodyContains) {
-		t.Fatalf("%s: got %d %q, want %d containing %q", step, got.status, got.body, status, bodyContains)
-	}
+func trySend(client *http.Client, ev *hooktest.Event) (hooktest.Reply, error) {
+	return hooktest.TrySendTo(client, gateURL, ev)
 }
 
 func TestPassesVerifiedEventOnceWithHeaders(t *testing.T) {
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	tester := startGateway(t, "once", up)
-	ev := newEvent(t, "evt_once_1", "obj_once", 1)
-	ev.headers.Set("Hookgate-Verified", "forged")
-	ev.headers.Set("Hookgate-Event-Id", "evt_forged")
+	ev := hooktest.NewEvent(t, "evt_once_1", "obj_once", 1)
+	ev.Headers.Set("Hookgate-Verified", "forged")
+	ev.Headers.Set("Hookgate-Event-Id", "evt_forged")
 
-	expectReply(t, "first delivery", send(t, tester.Client, ev), http.StatusOK, "upstream says hi")
-	expectReply(t, "provider retry", send(t, tester.Client, ev), http.StatusOK, `{"received":true,"duplicate":true}`)
+	hooktest.ExpectReply(t, "first delivery", send(t, tester.Client, ev), http.StatusOK, "upstream says hi")
+	hooktest.ExpectReply(t, "provider retry", send(t, tester.Client, ev), http.StatusOK, `{"received":true,"duplicate":true}`)
 
-	if n := up.count("evt_once_1"); n != 1 {
+	if n := up.Count("evt_once_1"); n != 1 {
 		t.Fatalf("upstream saw the event %d times, want 1", n)
 	}
-	got := up.headers[0]
+	got := up.Headers[0]
 	if got.Get("Hookgate-Verified") != "standard" || got.Get("Hookgate-Event-Id") != "evt_once_1" {
 		t.Fatalf("upstream headers: Hookgate-Verified=%q Hookgate-Event-Id=%q", got.Get("Hookgate-Verified"), got.Get("Hookgate-Event-Id"))
 	}
-	if up.bodies[0] != ev.body {
-		t.Fatalf("upstream got body %q, want the signed bytes %q", up.bodies[0], ev.body)
+	if up.Bodies[0] != ev.Body {
+		t.Fatalf("upstream got body %q, want the signed bytes %q", up.Bodies[0], ev.Body)
 	}
 }
 
 func TestUpstreamFailureReleasesClaim(t *testing.T) {
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	tester := startGateway(t, "release", up)
-	ev := newEvent(t, "evt_release_1", "obj_release", 1)
+	ev := hooktest.NewEvent(t, "evt_release_1", "obj_release", 1)
 
-	up.status.Store(http.StatusInternalServerError)
-	expectReply(t, "upstream fails", send(t, tester.Client, ev), http.StatusInternalServerError, "")
-	up.status.Store(http.StatusOK)
-	expectReply(t, "provider retry", send(t, tester.Client, ev), http.StatusOK, "upstream says hi")
-	expectReply(t, "retry after success", send(t, tester.Client, ev), http.StatusOK, `"duplicate":true`)
-	if n := up.count("evt_release_1"); n != 2 {
+	up.Status.Store(http.StatusInternalServerError)
+	hooktest.ExpectReply(t, "upstream fails", send(t, tester.Client, ev), http.StatusInternalServerError, "")
+	up.Status.Store(http.StatusOK)
+	hooktest.ExpectReply(t, "provider retry", send(t, tester.Client, ev), http.StatusOK, "upstream says hi")
+	hooktest.ExpectReply(t, "retry after success", send(t, tester.Client, ev), http.StatusOK, `"duplicate":true`)
+	if n := up.Count("evt_release_1"); n != 2 {
 		t.Fatalf("upstream saw the event %d times, want 2 (the failed try and the retry)", n)
 	}
 }
@@ -261,16 +153,16 @@ func TestUpstreamFailureReleasesClaim(t *testing.T) {
 func TestAppRefusalIsNotADuplicate(t *testing.T) {
 	for _, status := range []int{http.StatusUnauthorized, http.StatusNotFound, http.StatusFound, http.StatusRequestTimeout, http.StatusTooManyRequests} {
 		t.Run(fmt.Sprint(status), func(t *testing.T) {
-			up := newUpstream(t)
+			up := hooktest.NewUpstream(t)
 			tester := startGateway(t, fmt.Sprintf("refused_%d", status), up)
-			ev := newEvent(t, fmt.Sprintf("evt_refused_%d", status), "obj_refused", 1)
+			ev := hooktest.NewEvent(t, fmt.Sprintf("evt_refused_%d", status), "obj_refused", 1)
 
-			up.status.Store(int32(status))
-			expectReply(t, "the app refuses the event", send(t, tester.Client, ev), status, "")
-			up.status.Store(http.StatusOK) // fixed
-			expectReply(t, "provider retry", send(t, tester.Client, ev), http.StatusOK, "upstream says hi")
-			expectReply(t, "retry after success", send(t, tester.Client, ev), http.StatusOK, `"duplicate":true`)
-			if n := up.count(ev.id); n != 2 {
+			up.Status.Store(int32(status))
+			hooktest.ExpectReply(t, "the app refuses the event", send(t, tester.Client, ev), status, "")
+			up.Status.Store(http.StatusOK) // fixed
+			hooktest.ExpectReply(t, "provider retry", send(t, tester.Client, ev), http.StatusOK, "upstream says hi")
+			hooktest.ExpectReply(t, "retry after success", send(t, tester.Client, ev), http.StatusOK, `"duplicate":true`)
+			if n := up.Count(ev.ID); n != 2 {
 				t.Fatalf("upstream saw the event %d times, want 2 (the refused try and the retry)", n)
 			}
 		})
@@ -278,83 +170,91 @@ func TestAppRefusalIsNotADuplicate(t *testing.T) {
 }
 
 func TestUpstreamDownReleasesClaim(t *testing.T) {
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	tester := startGateway(t, "down", up)
 	up.Close() // connection refused: reverse_proxy answers 502 with an error
-	ev := newEvent(t, "evt_down_1", "obj_down", 1)
-	expectReply(t, "upstream down", send(t, tester.Client, ev), http.StatusBadGateway, "")
+	ev := hooktest.NewEvent(t, "evt_down_1", "obj_down", 1)
+	hooktest.ExpectReply(t, "upstream down", send(t, tester.Client, ev), http.StatusBadGateway, "")
 
-	up2 := newUpstream(t)
+	up2 := hooktest.NewUpstream(t)
 	tester.InitServer(gatewayConfig("down", up2.Listener.Addr().String()), "caddyfile")
-	expectReply(t, "retry once the app is back", send(t, tester.Client, ev), http.StatusOK, "upstream says hi")
+	hooktest.ExpectReply(t, "retry once the app is back", send(t, tester.Client, ev), http.StatusOK, "upstream says hi")
 }
 
 func TestOlderVersionIsStale(t *testing.T) {
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	tester := startGateway(t, "stale", up)
 
-	expectReply(t, "v2", send(t, tester.Client, newEvent(t, "evt_stale_v2", "obj_stale", 2)), http.StatusOK, "upstream says hi")
-	expectReply(t, "v1 after v2", send(t, tester.Client, newEvent(t, "evt_stale_v1", "obj_stale", 1)), http.StatusOK, `{"received":true,"stale":true}`)
-	expectReply(t, "v2 again, new id", send(t, tester.Client, newEvent(t, "evt_stale_v2b", "obj_stale", 2)), http.StatusOK, `"stale":true`)
-	expectReply(t, "v3", send(t, tester.Client, newEvent(t, "evt_stale_v3", "obj_stale", 3)), http.StatusOK, "upstream says hi")
-	if up.count("evt_stale_v1") != 0 || up.count("evt_stale_v2b") != 0 {
+	hooktest.ExpectReply(t, "v2", send(t, tester.Client, hooktest.NewEvent(t, "evt_stale_v2", "obj_stale", 2)), http.StatusOK, "upstream says hi")
+	hooktest.ExpectReply(t, "v1 after v2", send(t, tester.Client, hooktest.NewEvent(t, "evt_stale_v1", "obj_stale", 1)), http.StatusOK, `{"received":true,"stale":true}`)
+	hooktest.ExpectReply(t, "v2 again, new id", send(t, tester.Client, hooktest.NewEvent(t, "evt_stale_v2b", "obj_stale", 2)), http.StatusOK, `"stale":true`)
+	hooktest.ExpectReply(t, "v3", send(t, tester.Client, hooktest.NewEvent(t, "evt_stale_v3", "obj_stale", 3)), http.StatusOK, "upstream says hi")
+	if up.Count("evt_stale_v1") != 0 || up.Count("evt_stale_v2b") != 0 {
 		t.Fatal("a stale event reached the upstream")
 	}
 }
 
 func TestDuplicateWhileInFlightGets409(t *testing.T) {
-	up := newUpstream(t)
-	up.block = make(chan struct{})
+	up := hooktest.NewUpstream(t)
+	up.Block = make(chan struct{})
 	tester := startGateway(t, "inflight", up)
-	ev := newEvent(t, "evt_inflight_1", "obj_inflight", 1)
+	ev := hooktest.NewEvent(t, "evt_inflight_1", "obj_inflight", 1)
 
-	first := make(chan reply)
+	first := make(chan hooktest.Reply)
 	go func() { first <- send(t, tester.Client, ev) }()
-	for up.count("evt_inflight_1") == 0 {
+	for up.Count("evt_inflight_1") == 0 {
 		time.Sleep(10 * time.Millisecond)
 	}
 	second := send(t, tester.Client, ev)
-	expectReply(t, "duplicate while the first is in flight", second, http.StatusConflict, "still being processed")
-	if second.header.Get("Retry-After") == "" {
+	hooktest.ExpectReply(t, "duplicate while the first is in flight", second, http.StatusConflict, "still being processed")
+	if second.Header.Get("Retry-After") == "" {
 		t.Fatal("409 without Retry-After")
 	}
-	close(up.block)
-	expectReply(t, "first", <-first, http.StatusOK, "upstream says hi")
+	close(up.Block)
+	hooktest.ExpectReply(t, "first", <-first, http.StatusOK, "upstream says hi")
 }
 
 func TestRejectsBadInputAndRemembersNothing(t *testing.T) {
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	tester := startGateway(t, "reject", up)
 	now := time.Now()
-	good := func(id string) *event { return newEvent(t, id, "obj_reject_"+id, 1) }
+	good := func(id string) *hooktest.Event { return hooktest.NewEvent(t, id, "obj_reject_"+id, 1) }
 
 	cases := []struct {
 		name   string
-		ev     func(id string) *event
+		ev     func(id string) *hooktest.Event
 		status int
 		reason string
 	}{
-		{"missing signature", func(id string) *event { e := good(id); e.headers.Del("Webhook-Signature"); return e }, 401, "signature"},
-		{"garbled signature", func(id string) *event {
+		{"missing signature", func(id string) *hooktest.Event { e := good(id); e.Headers.Del("Webhook-Signature"); return e }, 401, "signature"},
+		{"garbled signature", func(id string) *hooktest.Event {
 			e := good(id)
-			e.headers.Set("Webhook-Signature", "v1,@@@not-base64@@@")
+			e.Headers.Set("Webhook-Signature", "v1,@@@not-base64@@@")
 			return e
 		}, 401, "signature"},
-		{"wrong secret", func(id string) *event {
-			return signedEvent(t, id, good(id).body, now, "whsec_"+"QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo=")
+		{"wrong secret", func(id string) *hooktest.Event {
+			return hooktest.SignedEvent(t, id, good(id).Body, now, "whsec_"+"QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo=")
 		}, 401, "signature"},
-		{"timestamp too old", func(id string) *event { return signedEvent(t, id, good(id).body, now.Add(-10*time.Minute), testSecret) }, 401, "timestamp"},
-		{"timestamp in the future", func(id string) *event { return signedEvent(t, id, good(id).body, now.Add(10*time.Minute), testSecret) }, 401, "timestamp"},
-		{"timestamp not a number", func(id string) *event { e := good(id); e.headers.Set("Webhook-Timestamp", "yesterday"); return e }, 401, "timestamp"},
-		{"body over max_body", func(id string) *event {
-			return signedEvent(t, id, `{"data":{"object":{"id":"x","updated":1}},"pad":"`+strings.Repeat("a", 5000)+`"}`, now, testSecret)
+		{"timestamp too old", func(id string) *hooktest.Event {
+			return hooktest.SignedEvent(t, id, good(id).Body, now.Add(-10*time.Minute), hooktest.Secret)
+		}, 401, "timestamp"},
+		{"timestamp in the future", func(id string) *hooktest.Event {
+			return hooktest.SignedEvent(t, id, good(id).Body, now.Add(10*time.Minute), hooktest.Secret)
+		}, 401, "timestamp"},
+		{"timestamp not a number", func(id string) *hooktest.Event {
+			e := good(id)
+			e.Headers.Set("Webhook-Timestamp", "yesterday")
+			return e
+		}, 401, "timestamp"},
+		{"body over max_body", func(id string) *hooktest.Event {
+			return hooktest.SignedEvent(t, id, `{"data":{"object":{"id":"x","updated":1}},"pad":"`+strings.Repeat("a", 5000)+`"}`, now, hooktest.Secret)
 		}, 413, "max_body"},
-		{"missing event id", func(id string) *event { e := good(id); e.headers.Del("Webhook-Id"); return e }, 401, "id"},
-		{"unparsable version", func(id string) *event {
-			return signedEvent(t, id, `{"data":{"object":{"id":"obj","updated":"last tuesday"}}}`, now, testSecret)
+		{"missing event id", func(id string) *hooktest.Event { e := good(id); e.Headers.Del("Webhook-Id"); return e }, 401, "id"},
+		{"unparsable version", func(id string) *hooktest.Event {
+			return hooktest.SignedEvent(t, id, `{"data":{"object":{"id":"obj","updated":"last tuesday"}}}`, now, hooktest.Secret)
 		}, 400, "version"},
-		{"missing version entity", func(id string) *event {
-			return signedEvent(t, id, `{"data":{"object":{"updated":3}}}`, now, testSecret)
+		{"missing version entity", func(id string) *hooktest.Event {
+			return hooktest.SignedEvent(t, id, `{"data":{"object":{"updated":3}}}`, now, hooktest.Secret)
 		}, 400, "entity"},
 	}
 	for i, tc := range cases {
@@ -362,57 +262,57 @@ func TestRejectsBadInputAndRemembersNothing(t *testing.T) {
 			id := fmt.Sprintf("evt_reject_%d", i)
 			bad := tc.ev(id)
 			got := send(t, tester.Client, bad)
-			expectReply(t, tc.name, got, tc.status, tc.reason)
-			for _, secretish := range []string{testSecret, testSecret[len("whsec_"):], good(id).headers.Get("Webhook-Signature")[3:]} {
-				if strings.Contains(got.body, secretish) {
-					t.Fatalf("error body %q reveals a secret or the expected signature", got.body)
+			hooktest.ExpectReply(t, tc.name, got, tc.status, tc.reason)
+			for _, secretish := range []string{hooktest.Secret, hooktest.Secret[len("whsec_"):], good(id).Headers.Get("Webhook-Signature")[3:]} {
+				if strings.Contains(got.Body, secretish) {
+					t.Fatalf("error body %q reveals a secret or the expected signature", got.Body)
 				}
 			}
-			if up.count(id) != 0 {
+			if up.Count(id) != 0 {
 				t.Fatal("a rejected request reached the upstream")
 			}
 			// Nothing was recorded: the genuine event with the same ID still goes through.
-			expectReply(t, "genuine event after the bad one", send(t, tester.Client, good(id)), http.StatusOK, "upstream says hi")
+			hooktest.ExpectReply(t, "genuine event after the bad one", send(t, tester.Client, good(id)), http.StatusOK, "upstream says hi")
 		})
 	}
 }
 
 func TestSecretsFromFilePlaceholderAndRotation(t *testing.T) {
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	file := storageDir + "/secret.txt"
 	oldSecret := "whsec_" + "b2xkLXNlY3JldC1vbGQtc2VjcmV0LW9sZA=="
 	if err := os.WriteFile(file, []byte(oldSecret), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	tester := startGateway(t, "rotation", up, "secret {file."+file+"}")
-	expectReply(t, "signed with the new secret", send(t, tester.Client, newEvent(t, "evt_rot_new", "obj_rot", 1)), http.StatusOK, "upstream says hi")
+	hooktest.ExpectReply(t, "signed with the new secret", send(t, tester.Client, hooktest.NewEvent(t, "evt_rot_new", "obj_rot", 1)), http.StatusOK, "upstream says hi")
 	oldBody := `{"data":{"object":{"id":"obj_rot","updated":2}}}`
-	expectReply(t, "signed with the old secret", send(t, tester.Client, signedEvent(t, "evt_rot_old", oldBody, time.Now(), oldSecret)), http.StatusOK, "upstream says hi")
+	hooktest.ExpectReply(t, "signed with the old secret", send(t, tester.Client, hooktest.SignedEvent(t, "evt_rot_old", oldBody, time.Now(), oldSecret)), http.StatusOK, "upstream says hi")
 }
 
 func TestPlaceholdersDescribeOutcome(t *testing.T) {
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	tester := caddytest.NewTester(t)
 	// Deferred (>) so the value is read when the response is written, after hookgate decided.
 	cfg := strings.Replace(gatewayConfig("placeholders", up.Listener.Addr().String()), "\treverse_proxy",
 		"\theader >Hookgate-Outcome {http.hookgate.outcome}\n\theader >Hookgate-Reason {http.hookgate.reason}\n\treverse_proxy", 1)
 	tester.InitServer(cfg, "caddyfile")
 
-	ev := newEvent(t, "evt_ph_1", "obj_ph", 1)
+	ev := hooktest.NewEvent(t, "evt_ph_1", "obj_ph", 1)
 	for _, want := range []string{"accepted", "duplicate"} {
-		if got := send(t, tester.Client, ev).header.Get("Hookgate-Outcome"); got != want {
+		if got := send(t, tester.Client, ev).Header.Get("Hookgate-Outcome"); got != want {
 			t.Fatalf("{http.hookgate.outcome} = %q, want %q", got, want)
 		}
 	}
-	ev.headers.Set("Webhook-Signature", "v1,AAAA")
+	ev.Headers.Set("Webhook-Signature", "v1,AAAA")
 	got := send(t, tester.Client, ev)
-	if got.header.Get("Hookgate-Outcome") != "rejected" || !strings.Contains(got.header.Get("Hookgate-Reason"), "signature") {
-		t.Fatalf("rejected: outcome %q reason %q", got.header.Get("Hookgate-Outcome"), got.header.Get("Hookgate-Reason"))
+	if got.Header.Get("Hookgate-Outcome") != "rejected" || !strings.Contains(got.Header.Get("Hookgate-Reason"), "signature") {
+		t.Fatalf("rejected: outcome %q reason %q", got.Header.Get("Hookgate-Outcome"), got.Header.Get("Hookgate-Reason"))
 	}
 }
 
 func TestUnsignedEventIDMissingIs400(t *testing.T) {
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	tester := caddytest.NewTester(t)
 	cfg := strings.Replace(gatewayConfig("github", up.Listener.Addr().String()), "preset  standard", "preset  github", 1)
 	cfg = strings.Replace(cfg, "version json data.object.id json data.object.updated", "", 1)
@@ -420,16 +320,16 @@ func TestUnsignedEventIDMissingIs400(t *testing.T) {
 
 	gh, _ := verify.Preset("github")
 	body := `{"action":"opened"}`
-	hdr, err := verify.Sign(gh, testSecret, "", time.Now(), []byte(body))
+	hdr, err := verify.Sign(gh, hooktest.Secret, "", time.Now(), []byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := &event{id: "", body: body, headers: hdr}
-	expectReply(t, "no X-GitHub-Delivery", send(t, tester.Client, ev), http.StatusBadRequest, "event ID")
+	ev := &hooktest.Event{ID: "", Body: body, Headers: hdr}
+	hooktest.ExpectReply(t, "no X-GitHub-Delivery", send(t, tester.Client, ev), http.StatusBadRequest, "event ID")
 
-	ev.headers.Set("X-GitHub-Delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958")
-	expectReply(t, "with X-GitHub-Delivery", send(t, tester.Client, ev), http.StatusOK, "upstream says hi")
-	expectReply(t, "redelivery", send(t, tester.Client, ev), http.StatusOK, `"duplicate":true`)
+	ev.Headers.Set("X-GitHub-Delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958")
+	hooktest.ExpectReply(t, "with X-GitHub-Delivery", send(t, tester.Client, ev), http.StatusOK, "upstream says hi")
+	hooktest.ExpectReply(t, "redelivery", send(t, tester.Client, ev), http.StatusOK, `"duplicate":true`)
 }
 
 // claimSettleCounter is a ledger that takes every event at once and counts how claims are settled.

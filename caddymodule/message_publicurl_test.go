@@ -9,6 +9,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 const publicOrigin = "https://hooks.example.com"
@@ -48,7 +49,7 @@ func withTrustedProxies(cfg string) string {
 func TestPublicURLForSchemesThatSignTheURL(t *testing.T) {
 	for name, tc := range urlSignedCases {
 		t.Run(name, func(t *testing.T) {
-			up := newUpstream(t)
+			up := hooktest.NewUpstream(t)
 			route := "url_" + strings.ReplaceAll(name, " ", "_")
 			path := "/hooks/" + route + "?src=lb"
 			local := "http://localhost:9080" + path
@@ -56,10 +57,10 @@ func TestPublicURLForSchemesThatSignTheURL(t *testing.T) {
 			signed := func(rawURL string) *signedRequest {
 				step++
 				id, body := tc.event(step)
-				return signRequest(t, tc.preset, testSecret, id, rawURL, tc.contentType, body, nil)
+				return signRequest(t, tc.preset, hooktest.Secret, id, rawURL, tc.contentType, body, nil)
 			}
 			// behindLB sends a request signed for the public URL to Caddy's own address.
-			behindLB := func(tester *caddytest.Tester, forwarded bool) reply {
+			behindLB := func(tester *caddytest.Tester, forwarded bool) hooktest.Reply {
 				req := signed(publicOrigin + path)
 				if forwarded {
 					req.header.Set("X-Forwarded-Proto", "https")
@@ -70,17 +71,17 @@ func TestPublicURLForSchemesThatSignTheURL(t *testing.T) {
 			tester := caddytest.NewTester(t)
 			cfg := presetGatewayConfig(tc.preset, route, up.Listener.Addr().String())
 			tester.InitServer(cfg, "caddyfile")
-			expectReply(t, "signed for the URL called", sendSigned(t, tester.Client, signed(local), ""), http.StatusOK, "upstream says hi")
-			expectReply(t, "signed for the public URL, default", behindLB(tester, false), http.StatusUnauthorized, "signature")
-			expectReply(t, "forwarded headers from an untrusted client", behindLB(tester, true), http.StatusUnauthorized, "signature")
+			hooktest.ExpectReply(t, "signed for the URL called", sendSigned(t, tester.Client, signed(local), ""), http.StatusOK, "upstream says hi")
+			hooktest.ExpectReply(t, "signed for the public URL, default", behindLB(tester, false), http.StatusUnauthorized, "signature")
+			hooktest.ExpectReply(t, "forwarded headers from an untrusted client", behindLB(tester, true), http.StatusUnauthorized, "signature")
 
 			tester.InitServer(presetGatewayConfig(tc.preset, route, up.Listener.Addr().String(), "public_url "+publicOrigin), "caddyfile")
-			expectReply(t, "signed for the public URL, public_url set", behindLB(tester, false), http.StatusOK, "upstream says hi")
+			hooktest.ExpectReply(t, "signed for the public URL, public_url set", behindLB(tester, false), http.StatusOK, "upstream says hi")
 
 			tester.InitServer(withTrustedProxies(cfg), "caddyfile")
-			expectReply(t, "forwarded headers from a trusted proxy", behindLB(tester, true), http.StatusOK, "upstream says hi")
-			expectReply(t, "a trusted proxy that forwards nothing", behindLB(tester, false), http.StatusUnauthorized, "signature")
-			if n := up.total(); n != 3 {
+			hooktest.ExpectReply(t, "forwarded headers from a trusted proxy", behindLB(tester, true), http.StatusOK, "upstream says hi")
+			hooktest.ExpectReply(t, "a trusted proxy that forwards nothing", behindLB(tester, false), http.StatusUnauthorized, "signature")
+			if n := up.Total(); n != 3 {
 				t.Fatalf("the app got %d events, want the 3 accepted", n)
 			}
 		})
@@ -90,54 +91,54 @@ func TestPublicURLForSchemesThatSignTheURL(t *testing.T) {
 // public_url may hold placeholders, expanded per request; with a path, it is the whole URL.
 func TestPublicURLPlaceholdersAndPath(t *testing.T) {
 	t.Setenv("HOOKGATE_TEST_PUBLIC_HOST", "hooks.example.com")
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	tester := caddytest.NewTester(t)
 	public := publicOrigin + "/square/notifications"
 	tester.InitServer(presetGatewayConfig("square", "url_placeholder", up.Listener.Addr().String(),
 		"public_url https://{env.HOOKGATE_TEST_PUBLIC_HOST}/square/notifications"), "caddyfile")
-	req := signRequest(t, "square", testSecret, "", public, "application/json", `{"type":"payment.created","event_id":"sq-ph-1"}`, nil)
-	expectReply(t, "signed for public_url's whole URL", sendSigned(t, tester.Client, req, gateURL), http.StatusOK, "upstream says hi")
-	req = signRequest(t, "square", testSecret, "", publicOrigin+"/hooks/test", "application/json", `{"type":"payment.created","event_id":"sq-ph-2"}`, nil)
-	expectReply(t, "signed for the path Caddy sees", sendSigned(t, tester.Client, req, gateURL), http.StatusUnauthorized, "signature")
+	req := signRequest(t, "square", hooktest.Secret, "", public, "application/json", `{"type":"payment.created","event_id":"sq-ph-1"}`, nil)
+	hooktest.ExpectReply(t, "signed for public_url's whole URL", sendSigned(t, tester.Client, req, gateURL), http.StatusOK, "upstream says hi")
+	req = signRequest(t, "square", hooktest.Secret, "", publicOrigin+"/hooks/test", "application/json", `{"type":"payment.created","event_id":"sq-ph-2"}`, nil)
+	hooktest.ExpectReply(t, "signed for the path Caddy sees", sendSigned(t, tester.Client, req, gateURL), http.StatusUnauthorized, "signature")
 }
 
 // A reload that changes the public key or the public URL takes effect at once: what the old key
 // or URL verified is refused, what the new one names goes through.
 func TestReloadChangesKeyAndPublicURL(t *testing.T) {
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	tester := caddytest.NewTester(t)
 
-	oldKey, newKey := ed25519Pair("hookgate-reloaded-discord-old-k!"), ed25519Pair("hookgate-reloaded-discord-new-k!")
-	discord := func(key keyPair) string {
-		cfg := presetGatewayConfig("discord", "r11_reload_discord", up.Listener.Addr().String(), "public_key "+key.public)
+	oldKey, newKey := hooktest.Ed25519Pair("hookgate-reloaded-discord-old-k!"), hooktest.Ed25519Pair("hookgate-reloaded-discord-new-k!")
+	discord := func(key hooktest.KeyPair) string {
+		cfg := presetGatewayConfig("discord", "r11_reload_discord", up.Listener.Addr().String(), "public_key "+key.Public)
 		return strings.Replace(cfg, "secret  {env.HOOKGATE_TEST_SECRET}", "", 1)
 	}
-	event := func(key keyPair, n int) *signedRequest {
-		return signRequest(t, "discord", key.private, "", gateURL, "application/json", fmt.Sprintf(`{"id":"r11_reload_%d","type":2}`, n), nil)
+	event := func(key hooktest.KeyPair, n int) *signedRequest {
+		return signRequest(t, "discord", key.Private, "", gateURL, "application/json", fmt.Sprintf(`{"id":"r11_reload_%d","type":2}`, n), nil)
 	}
 	tester.InitServer(discord(oldKey), "caddyfile")
-	expectReply(t, "old key before the reload", sendSigned(t, tester.Client, event(oldKey, 1), ""), http.StatusOK, "upstream says hi")
+	hooktest.ExpectReply(t, "old key before the reload", sendSigned(t, tester.Client, event(oldKey, 1), ""), http.StatusOK, "upstream says hi")
 	tester.InitServer(discord(newKey), "caddyfile")
-	expectReply(t, "old key after the reload", sendSigned(t, tester.Client, event(oldKey, 2), ""), http.StatusUnauthorized, "signature")
-	expectReply(t, "new key after the reload", sendSigned(t, tester.Client, event(newKey, 3), ""), http.StatusOK, "upstream says hi")
+	hooktest.ExpectReply(t, "old key after the reload", sendSigned(t, tester.Client, event(oldKey, 2), ""), http.StatusUnauthorized, "signature")
+	hooktest.ExpectReply(t, "new key after the reload", sendSigned(t, tester.Client, event(newKey, 3), ""), http.StatusOK, "upstream says hi")
 
 	square := func(public string) string {
 		return presetGatewayConfig("square", "r11_reload_square", up.Listener.Addr().String(), "public_url "+public)
 	}
 	signed := func(origin string, n int) *signedRequest {
-		return signRequest(t, "square", testSecret, "", origin+"/hooks/test", "application/json", fmt.Sprintf(`{"type":"payment.created","event_id":"r11-sq-%d"}`, n), nil)
+		return signRequest(t, "square", hooktest.Secret, "", origin+"/hooks/test", "application/json", fmt.Sprintf(`{"type":"payment.created","event_id":"r11-sq-%d"}`, n), nil)
 	}
 	tester.InitServer(square("https://a.example.com"), "caddyfile")
-	expectReply(t, "public_url a, signed for a", sendSigned(t, tester.Client, signed("https://a.example.com", 1), gateURL), http.StatusOK, "upstream says hi")
+	hooktest.ExpectReply(t, "public_url a, signed for a", sendSigned(t, tester.Client, signed("https://a.example.com", 1), gateURL), http.StatusOK, "upstream says hi")
 	tester.InitServer(square("https://b.example.com"), "caddyfile")
-	expectReply(t, "public_url b, signed for a", sendSigned(t, tester.Client, signed("https://a.example.com", 2), gateURL), http.StatusUnauthorized, "signature")
-	expectReply(t, "public_url b, signed for b", sendSigned(t, tester.Client, signed("https://b.example.com", 3), gateURL), http.StatusOK, "upstream says hi")
+	hooktest.ExpectReply(t, "public_url b, signed for a", sendSigned(t, tester.Client, signed("https://a.example.com", 2), gateURL), http.StatusUnauthorized, "signature")
+	hooktest.ExpectReply(t, "public_url b, signed for b", sendSigned(t, tester.Client, signed("https://b.example.com", 3), gateURL), http.StatusOK, "upstream says hi")
 }
 
 // An earlier handler that rewrites the path (handle_path, rewrite) does not change the URL the
 // signature is checked against: the provider signed the URL it called.
 func TestRewrittenRequestVerifiesAgainstOriginalURL(t *testing.T) {
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	tester := caddytest.NewTester(t)
 	tester.InitServer(fmt.Sprintf(testSite+`	handle_path /hooks/* {
 		rewrite * /inner{uri}
@@ -153,10 +154,10 @@ func TestRewrittenRequestVerifiesAgainstOriginalURL(t *testing.T) {
 `, storageDir, up.Listener.Addr().String()), "caddyfile")
 	called := "http://localhost:9080/hooks/r11?x=1"
 	form := func(n int) string { return fmt.Sprintf("CallSid=CAr11rw%d&From=%%2B14158675309", n) }
-	original := signRequest(t, "twilio", testSecret, "r11-rw-1", called, "application/x-www-form-urlencoded", form(1), nil)
-	expectReply(t, "signed for the URL called", sendSigned(t, tester.Client, original, ""), http.StatusOK, "upstream says hi")
-	rewritten := signRequest(t, "twilio", testSecret, "r11-rw-2", "http://localhost:9080/inner/r11?x=1", "application/x-www-form-urlencoded", form(2), nil)
-	expectReply(t, "signed for the rewritten URL", sendSigned(t, tester.Client, rewritten, called), http.StatusUnauthorized, "signature")
+	original := signRequest(t, "twilio", hooktest.Secret, "r11-rw-1", called, "application/x-www-form-urlencoded", form(1), nil)
+	hooktest.ExpectReply(t, "signed for the URL called", sendSigned(t, tester.Client, original, ""), http.StatusOK, "upstream says hi")
+	rewritten := signRequest(t, "twilio", hooktest.Secret, "r11-rw-2", "http://localhost:9080/inner/r11?x=1", "application/x-www-form-urlencoded", form(2), nil)
+	hooktest.ExpectReply(t, "signed for the rewritten URL", sendSigned(t, tester.Client, rewritten, called), http.StatusUnauthorized, "signature")
 }
 
 // Every new subdirective survives `caddy adapt`: the JSON it produces names each field as the
@@ -221,8 +222,8 @@ func TestAdaptRoundTripOfURLAndKeySubdirectives(t *testing.T) {
 	}
 	tester := caddytest.NewTester(t)
 	tester.InitServer(string(adapted), "json")
-	req := signRequest(t, "twilio", testSecret, "r11-adapt-1", "https://hooks.example.com/hooks/twilio", "application/x-www-form-urlencoded", "CallSid=CAr11adapt", nil)
-	expectReply(t, "twilio through the adapted JSON", sendSigned(t, tester.Client, req, "http://localhost:9080/hooks/twilio"), http.StatusOK, "ok")
-	slack := signRequest(t, "slack", testSecret, "", "http://localhost:9080/hooks/slack", "application/json", `{"type":"url_verification","challenge":"c"}`, nil)
-	expectReply(t, "slack handshake off through the adapted JSON", sendSigned(t, tester.Client, slack, ""), http.StatusBadRequest, "event_id")
+	req := signRequest(t, "twilio", hooktest.Secret, "r11-adapt-1", "https://hooks.example.com/hooks/twilio", "application/x-www-form-urlencoded", "CallSid=CAr11adapt", nil)
+	hooktest.ExpectReply(t, "twilio through the adapted JSON", sendSigned(t, tester.Client, req, "http://localhost:9080/hooks/twilio"), http.StatusOK, "ok")
+	slack := signRequest(t, "slack", hooktest.Secret, "", "http://localhost:9080/hooks/slack", "application/json", `{"type":"url_verification","challenge":"c"}`, nil)
+	hooktest.ExpectReply(t, "slack handshake off through the adapted JSON", sendSigned(t, tester.Client, slack, ""), http.StatusBadRequest, "event_id")
 }

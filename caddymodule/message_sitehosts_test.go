@@ -8,30 +8,31 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // Twilio signs no timestamp: a request it signed for staging, sent to production behind a proxy
 // that passes the client's X-Forwarded-Host on, must not verify there. The site's own host, in
 // any case, still does.
 func TestURLSigningRequestForAnotherSiteHostIsRefused(t *testing.T) {
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	route := "sitehost_twilio"
 	path := "/hooks/" + route
 	tester := caddytest.NewTester(t)
 	tester.InitServer(withTrustedProxies(presetGatewayConfig("twilio", route, up.Listener.Addr().String())), "caddyfile")
 	form := func(n int) string { return fmt.Sprintf("CallSid=CAsitehost%d&From=%%2B14158675309", n) }
-	viaProxy := func(host string, n int) reply {
-		req := signRequest(t, "twilio", testSecret, fmt.Sprintf("sitehost-%d", n), "https://"+host+path, "application/x-www-form-urlencoded", form(n), nil)
+	viaProxy := func(host string, n int) hooktest.Reply {
+		req := signRequest(t, "twilio", hooktest.Secret, fmt.Sprintf("sitehost-%d", n), "https://"+host+path, "application/x-www-form-urlencoded", form(n), nil)
 		req.header.Set("X-Forwarded-Proto", "https")
 		req.header.Set("X-Forwarded-Host", host)
 		return sendSigned(t, tester.Client, req, "http://localhost:9080"+path)
 	}
-	expectReply(t, "signed for staging, its host forwarded to production", viaProxy("staging.example.com", 1),
+	hooktest.ExpectReply(t, "signed for staging, its host forwarded to production", viaProxy("staging.example.com", 1),
 		http.StatusUnauthorized, `host \"staging.example.com\" is not one this site answers to`)
-	expectReply(t, "signed for the site's own host", viaProxy("hooks.example.com", 2), http.StatusOK, "upstream says hi")
-	expectReply(t, "the site's host in capitals", viaProxy("HOOKS.Example.com", 3), http.StatusOK, "upstream says hi")
-	expectReply(t, "the site's host on another port", viaProxy("hooks.example.com:8443", 4), http.StatusUnauthorized, "not one this site answers to")
-	if n := up.total(); n != 2 {
+	hooktest.ExpectReply(t, "signed for the site's own host", viaProxy("hooks.example.com", 2), http.StatusOK, "upstream says hi")
+	hooktest.ExpectReply(t, "the site's host in capitals", viaProxy("HOOKS.Example.com", 3), http.StatusOK, "upstream says hi")
+	hooktest.ExpectReply(t, "the site's host on another port", viaProxy("hooks.example.com:8443", 4), http.StatusUnauthorized, "not one this site answers to")
+	if n := up.Total(); n != 2 {
 		t.Fatalf("the app got %d events, want the 2 for the site's own host", n)
 	}
 }

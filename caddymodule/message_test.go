@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // The forwarded value that counts is the last one, and only a host; public_url "/" is no path.
@@ -46,14 +47,14 @@ func TestForwardedAndPublicURLEdges(t *testing.T) {
 // library refuses one more than a minute off: so does the gateway, so a captured Linear request
 // cannot be replayed once dedupe_ttl has forgotten its delivery ID.
 func TestLinearBodyTimestampIsChecked(t *testing.T) {
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	tester := caddytest.NewTester(t)
 	tester.InitServer(presetGatewayConfig("linear", "linear_ts", up.Listener.Addr().String()), "caddyfile")
 	url := "http://localhost:9080/hooks/linear_ts"
 	send := func(step, id string, body string, status int, reason string) {
 		t.Helper()
-		req := signRequest(t, "linear", testSecret, id, url, "application/json", body, nil)
-		expectReply(t, step, sendSigned(t, tester.Client, req, ""), status, reason)
+		req := signRequest(t, "linear", hooktest.Secret, id, url, "application/json", body, nil)
+		hooktest.ExpectReply(t, step, sendSigned(t, tester.Client, req, ""), status, reason)
 	}
 	now := time.Now()
 	send("fresh", "lin-1", fmt.Sprintf(`{"action":"create","webhookTimestamp":%d}`, now.UnixMilli()), http.StatusOK, "upstream says hi")
@@ -62,7 +63,7 @@ func TestLinearBodyTimestampIsChecked(t *testing.T) {
 	send("two minutes ahead", "lin-3", fmt.Sprintf(`{"action":"create","webhookTimestamp":%d}`, now.Add(2*time.Minute).UnixMilli()),
 		http.StatusUnauthorized, "timestamp in the future")
 	send("without the field", "lin-4", `{"action":"create"}`, http.StatusUnauthorized, "missing timestamp: JSON field webhookTimestamp")
-	if got := len(up.headers); got != 1 {
+	if got := len(up.Headers); got != 1 {
 		t.Fatalf("the app got %d requests, want only the fresh one", got)
 	}
 }

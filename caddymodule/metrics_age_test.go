@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // While the upstream is down, the age of the oldest undelivered event grows with the real wait;
@@ -41,9 +42,9 @@ func checkOldestPendingAge(t *testing.T, tester *caddytest.Tester, route string,
 		t.Fatalf("with nothing queued, %s is %v (exposed: %v), want 0", age, got, ok)
 	}
 
-	expectReply(t, "first event", send(t, tester.Client, newEvent(t, "evt_age_1", "obj_age_1", 1)), http.StatusAccepted, "")
+	hooktest.ExpectReply(t, "first event", send(t, tester.Client, hooktest.NewEvent(t, "evt_age_1", "obj_age_1", 1)), http.StatusAccepted, "")
 	queued := time.Now() // the event was accepted before this
-	expectReply(t, "second event", send(t, tester.Client, newEvent(t, "evt_age_2", "obj_age_2", 1)), http.StatusAccepted, "")
+	hooktest.ExpectReply(t, "second event", send(t, tester.Client, hooktest.NewEvent(t, "evt_age_2", "obj_age_2", 1)), http.StatusAccepted, "")
 	var ages []float64
 	for range 2 {
 		time.Sleep(700 * time.Millisecond)
@@ -59,7 +60,7 @@ func checkOldestPendingAge(t *testing.T, tester *caddytest.Tester, route string,
 	}
 
 	down.Store(false)
-	waitFor(t, "both events delivered and the age back to 0", 15*time.Second, func() bool {
+	hooktest.WaitFor(t, "both events delivered and the age back to 0", 15*time.Second, func() bool {
 		got := scrape(t)
 		return got[`hookgate_queue_depth{route="`+route+`",state="pending"}`] == 0 && got[age] == 0
 	})

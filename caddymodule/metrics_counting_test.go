@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/hookgate/hookgate/internal/hooktest"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -33,12 +34,12 @@ func TestAbortedUpstreamFailureCountedReleased(t *testing.T) {
 		}
 	}))
 	t.Cleanup(up.Close)
-	tester := startGateway(t, route, &upstream{Server: up})
-	ev := newEvent(t, fmt.Sprintf("evt_rvm12_abort_%d", time.Now().UnixNano()), fmt.Sprintf("obj_rvm12_abort_%d", time.Now().UnixNano()), 1)
+	tester := startGateway(t, route, &hooktest.Upstream{Server: up})
+	ev := hooktest.NewEvent(t, fmt.Sprintf("evt_rvm12_abort_%d", time.Now().UnixNano()), fmt.Sprintf("obj_rvm12_abort_%d", time.Now().UnixNano()), 1)
 	awaitLoadSettled(t, tester.Client)
 	first, err := trySend(tester.Client, ev)
-	t.Logf("first try: %d %.60q, err %v", first.status, first.body, err)
-	expectReply(t, "the retry of an event the app failed", send(t, tester.Client, ev), http.StatusOK, "")
+	t.Logf("first try: %d %.60q, err %v", first.Status, first.Body, err)
+	hooktest.ExpectReply(t, "the retry of an event the app failed", send(t, tester.Client, ev), http.StatusOK, "")
 	got := scrape(t)
 	accepted := `hookgate_requests_total{mode="enforce",outcome="accepted",reason="",route="` + route + `"}`
 	released := `hookgate_requests_total{mode="enforce",outcome="released",reason="",route="` + route + `"}`
@@ -68,10 +69,10 @@ func TestMetricsOffCountsNoCommits(t *testing.T) {
 	tester.InitServer(off, "caddyfile")
 	before := commits()
 	for i := range 3 {
-		ev := newEvent(t, fmt.Sprintf("evt_rvm12_off_%d_%d", i, time.Now().UnixNano()), fmt.Sprintf("obj_rvm12_off_%d_%d", i, time.Now().UnixNano()), 1)
-		expectReply(t, "accepted", send(t, tester.Client, ev), http.StatusAccepted, "")
+		ev := hooktest.NewEvent(t, fmt.Sprintf("evt_rvm12_off_%d_%d", i, time.Now().UnixNano()), fmt.Sprintf("obj_rvm12_off_%d_%d", i, time.Now().UnixNano()), 1)
+		hooktest.ExpectReply(t, "accepted", send(t, tester.Client, ev), http.StatusAccepted, "")
 	}
-	waitFor(t, "the deliveries", 10*time.Second, func() bool {
+	hooktest.WaitFor(t, "the deliveries", 10*time.Second, func() bool {
 		status, body := admin(t, http.MethodGet, "/hookgate/status/"+route)
 		return status == http.StatusOK && strings.Contains(body, `"backlog":0`)
 	})
@@ -104,13 +105,13 @@ func TestDroppedRouteSeriesStaysDroppedAfterInFlightRequest(t *testing.T) {
 		dropped := fmt.Sprintf("rvm12dropped%d", i)
 		tester.InitServer(gatewayConfig(dropped, up.Listener.Addr().String()), "caddyfile")
 		type answer struct {
-			reply
+			hooktest.Reply
 			err error
 		}
 		answered := make(chan answer, 1)
 		awaitLoadSettled(t, tester.Client)
 		go func() {
-			ev := newEvent(t, fmt.Sprintf("evt_rvm12_drop_%d_%d", i, time.Now().UnixNano()), fmt.Sprintf("obj_rvm12_drop_%d_%d", i, time.Now().UnixNano()), 1)
+			ev := hooktest.NewEvent(t, fmt.Sprintf("evt_rvm12_drop_%d_%d", i, time.Now().UnixNano()), fmt.Sprintf("obj_rvm12_drop_%d_%d", i, time.Now().UnixNano()), 1)
 			got, err := trySend(tester.Client, ev)
 			answered <- answer{got, err}
 		}()
@@ -118,14 +119,14 @@ func TestDroppedRouteSeriesStaysDroppedAfterInFlightRequest(t *testing.T) {
 		select {
 		case release = <-arrived:
 		case got := <-answered:
-			t.Fatalf("round %d: the request was answered (%d, %v) before it reached the upstream", i, got.status, got.err)
+			t.Fatalf("round %d: the request was answered (%d, %v) before it reached the upstream", i, got.Status, got.err)
 		case <-time.After(30 * time.Second):
 			t.Fatalf("round %d: the request never reached the upstream", i)
 		}
 		tester.InitServer(gatewayConfig(fmt.Sprintf("rvm12kept%d", i), up.Listener.Addr().String()), "caddyfile")
 		select {
 		case got := <-answered:
-			t.Fatalf("round %d: the request was answered (%d, %v) before the reload ended, so it was not in flight across it", i, got.status, got.err)
+			t.Fatalf("round %d: the request was answered (%d, %v) before the reload ended, so it was not in flight across it", i, got.Status, got.err)
 		default:
 		}
 		close(release)
@@ -135,8 +136,8 @@ func TestDroppedRouteSeriesStaysDroppedAfterInFlightRequest(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Fatalf("round %d: the in-flight request was never answered", i)
 		}
-		if got.err != nil || got.status != http.StatusOK {
-			t.Fatalf("round %d: the request in flight across the reload got %d, %v; want the upstream's 200", i, got.status, got.err)
+		if got.err != nil || got.Status != http.StatusOK {
+			t.Fatalf("round %d: the request in flight across the reload got %d, %v; want the upstream's 200", i, got.Status, got.err)
 		}
 		for name := range scrape(t) {
 			if strings.Contains(name, `route="`+dropped+`"`) {

@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // With `metrics off` in the hookgate global option, /metrics shows no hookgate series and nothing
@@ -24,22 +25,22 @@ func TestMetricsOffExposesAndCountsNothing(t *testing.T) {
 	accepted := `hookgate_requests_total{mode="enforce",outcome="accepted",reason="",route="` + route + `"}`
 	delivered := `hookgate_deliveries_total{result="delivered",route="` + route + `"}`
 	sendOne := func(tester *caddytest.Tester, i int) {
-		ev := newEvent(t, fmt.Sprintf("evt_off_%d_%d", i, time.Now().UnixNano()), fmt.Sprintf("obj_off_%d", i), 1)
-		expectReply(t, "accepted", send(t, tester.Client, ev), http.StatusAccepted, "")
+		ev := hooktest.NewEvent(t, fmt.Sprintf("evt_off_%d_%d", i, time.Now().UnixNano()), fmt.Sprintf("obj_off_%d", i), 1)
+		hooktest.ExpectReply(t, "accepted", send(t, tester.Client, ev), http.StatusAccepted, "")
 	}
 
 	tester := caddytest.NewTester(t)
 	tester.InitServer(on, "caddyfile")
 	sendOne(tester, 1)
 	var before map[string]float64
-	waitFor(t, "the delivery counted", 10*time.Second, func() bool {
+	hooktest.WaitFor(t, "the delivery counted", 10*time.Second, func() bool {
 		before = scrape(t)
 		return before[delivered] == 1
 	})
 
 	tester.InitServer(off, "caddyfile")
 	sendOne(tester, 2)
-	waitFor(t, "the delivery", 10*time.Second, func() bool {
+	hooktest.WaitFor(t, "the delivery", 10*time.Second, func() bool {
 		status, body := admin(t, http.MethodGet, "/hookgate/status/"+route)
 		return status == http.StatusOK && strings.Contains(body, `"backlog":0`)
 	})

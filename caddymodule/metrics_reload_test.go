@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // A reload that drops a route drops its series from /metrics (counters, histograms and gauges),
@@ -30,17 +31,17 @@ func TestMetricsOfARemovedRouteGoAway(t *testing.T) {
 	tester := caddytest.NewTester(t)
 	tester.InitServer(both, "caddyfile")
 	for i, url := range []string{gateURL, "http://localhost:9080/gone/x"} {
-		ev := newEvent(t, fmt.Sprintf("evt_rm_%d_%d", i, time.Now().UnixNano()), fmt.Sprintf("obj_rm_%d", i), 1)
+		ev := hooktest.NewEvent(t, fmt.Sprintf("evt_rm_%d_%d", i, time.Now().UnixNano()), fmt.Sprintf("obj_rm_%d", i), 1)
 		awaitLoadSettled(t, tester.Client)
-		got, err := trySendTo(tester.Client, url, ev)
+		got, err := hooktest.TrySendTo(tester.Client, url, ev)
 		if err != nil {
 			t.Fatal(err)
 		}
-		expectReply(t, "accepted by "+url, got, http.StatusAccepted, "")
+		hooktest.ExpectReply(t, "accepted by "+url, got, http.StatusAccepted, "")
 	}
 	kept := `hookgate_requests_total{mode="enforce",outcome="accepted",reason="",route="kept"}`
 	var before map[string]float64
-	waitFor(t, "both routes' deliveries counted", 10*time.Second, func() bool {
+	hooktest.WaitFor(t, "both routes' deliveries counted", 10*time.Second, func() bool {
 		before = scrape(t)
 		return before[`hookgate_deliveries_total{result="delivered",route="kept"}`] >= 1 &&
 			before[`hookgate_deliveries_total{result="delivered",route="dropped"}`] >= 1

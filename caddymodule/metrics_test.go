@@ -15,6 +15,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 
+	"github.com/hookgate/hookgate/internal/hooktest"
 	"github.com/hookgate/hookgate/internal/redistest"
 )
 
@@ -35,25 +36,25 @@ func TestMetricsAddUp(t *testing.T) {
 	before := scrape(t)
 
 	const accepted, duplicates, forgeries = 5, 3, 4
-	var sent []*event
+	var sent []*hooktest.Event
 	for i := range accepted {
-		ev := newEvent(t, fmt.Sprintf("evt_m_%d", i), fmt.Sprintf("obj_m_%d", i), 2)
-		expectReply(t, "accepted", send(t, tester.Client, ev), http.StatusAccepted, "")
+		ev := hooktest.NewEvent(t, fmt.Sprintf("evt_m_%d", i), fmt.Sprintf("obj_m_%d", i), 2)
+		hooktest.ExpectReply(t, "accepted", send(t, tester.Client, ev), http.StatusAccepted, "")
 		sent = append(sent, ev)
 	}
-	expectReply(t, "dead letter's accept", send(t, tester.Client, newEvent(t, deadID, "obj_m_dead", 1)), http.StatusAccepted, "")
+	hooktest.ExpectReply(t, "dead letter's accept", send(t, tester.Client, hooktest.NewEvent(t, deadID, "obj_m_dead", 1)), http.StatusAccepted, "")
 	for i := range duplicates {
-		expectReply(t, "duplicate", send(t, tester.Client, sent[i]), http.StatusOK, `"duplicate":true`)
+		hooktest.ExpectReply(t, "duplicate", send(t, tester.Client, sent[i]), http.StatusOK, `"duplicate":true`)
 	}
-	expectReply(t, "stale", send(t, tester.Client, newEvent(t, "evt_m_old", "obj_m_0", 1)), http.StatusOK, `"stale":true`)
+	hooktest.ExpectReply(t, "stale", send(t, tester.Client, hooktest.NewEvent(t, "evt_m_old", "obj_m_0", 1)), http.StatusOK, `"stale":true`)
 	for i := range forgeries {
-		forged := signedEvent(t, fmt.Sprintf("evt_m_forged_%d", i), `{"data":{"object":{"id":"x","updated":1}}}`, time.Now(), "whsec_bm90IHRoZSBzZWNyZXQgYXQgYWxsISEh")
-		expectReply(t, "forgery", send(t, tester.Client, forged), http.StatusUnauthorized, "")
+		forged := hooktest.SignedEvent(t, fmt.Sprintf("evt_m_forged_%d", i), `{"data":{"object":{"id":"x","updated":1}}}`, time.Now(), "whsec_bm90IHRoZSBzZWNyZXQgYXQgYWxsISEh")
+		hooktest.ExpectReply(t, "forgery", send(t, tester.Client, forged), http.StatusUnauthorized, "")
 	}
-	old := signedEvent(t, "evt_m_late", `{}`, time.Now().Add(-time.Hour), testSecret)
-	expectReply(t, "old timestamp", send(t, tester.Client, old), http.StatusUnauthorized, "")
-	huge := newEvent(t, "evt_m_huge", strings.Repeat("x", 5000), 1)
-	expectReply(t, "over max_body", send(t, tester.Client, huge), http.StatusRequestEntityTooLarge, "")
+	old := hooktest.SignedEvent(t, "evt_m_late", `{}`, time.Now().Add(-time.Hour), hooktest.Secret)
+	hooktest.ExpectReply(t, "old timestamp", send(t, tester.Client, old), http.StatusUnauthorized, "")
+	huge := hooktest.NewEvent(t, "evt_m_huge", strings.Repeat("x", 5000), 1)
+	hooktest.ExpectReply(t, "over max_body", send(t, tester.Client, huge), http.StatusRequestEntityTooLarge, "")
 
 	series := func(name string, labels ...string) string {
 		labels = append(labels, `route="`+route+`"`)
@@ -61,7 +62,7 @@ func TestMetricsAddUp(t *testing.T) {
 		return name + "{" + strings.Join(labels, ",") + "}"
 	}
 	var got map[string]float64
-	waitFor(t, "deliveries counted", 10*time.Second, func() bool {
+	hooktest.WaitFor(t, "deliveries counted", 10*time.Second, func() bool {
 		got = scrape(t)
 		return got[series("hookgate_deliveries_total", `result="delivered"`)] == accepted &&
 			got[series("hookgate_deliveries_total", `result="dead"`)] == 1 &&
@@ -109,8 +110,8 @@ func TestMetricsAddUp(t *testing.T) {
 	}
 
 	tester.InitServer(strings.Replace(cfg, "timeout 2s", "timeout 3s", 1), "caddyfile")
-	expectReply(t, "accepted after the reload", send(t, tester.Client, newEvent(t, "evt_m_after", "obj_m_after", 1)), http.StatusAccepted, "")
-	waitFor(t, "the delivery after the reload", 10*time.Second, func() bool {
+	hooktest.ExpectReply(t, "accepted after the reload", send(t, tester.Client, hooktest.NewEvent(t, "evt_m_after", "obj_m_after", 1)), http.StatusAccepted, "")
+	hooktest.WaitFor(t, "the delivery after the reload", 10*time.Second, func() bool {
 		return scrape(t)[series("hookgate_deliveries_total", `result="delivered"`)] == accepted+1
 	})
 	after := scrape(t)
@@ -165,16 +166,16 @@ func scrape(t *testing.T) map[string]float64 {
 // counted as accepted, or accepted counts more events than the app took.
 func TestSyncUpstreamFailureNotCountedAccepted(t *testing.T) {
 	const route = "r12sync"
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	tester := startGateway(t, route, up)
 	accepted := `hookgate_requests_total{mode="enforce",outcome="accepted",reason="",route="` + route + `"}`
 	before := scrape(t)[accepted]
 
-	ev := newEvent(t, "evt_r12_sync", "obj_r12_sync", 1)
-	up.status.Store(http.StatusInternalServerError)
-	expectReply(t, "upstream fails", send(t, tester.Client, ev), http.StatusInternalServerError, "")
-	up.status.Store(http.StatusOK)
-	expectReply(t, "provider's retry", send(t, tester.Client, ev), http.StatusOK, "upstream says hi")
+	ev := hooktest.NewEvent(t, "evt_r12_sync", "obj_r12_sync", 1)
+	up.Status.Store(http.StatusInternalServerError)
+	hooktest.ExpectReply(t, "upstream fails", send(t, tester.Client, ev), http.StatusInternalServerError, "")
+	up.Status.Store(http.StatusOK)
+	hooktest.ExpectReply(t, "provider's retry", send(t, tester.Client, ev), http.StatusOK, "upstream says hi")
 
 	if d := scrape(t)[accepted] - before; d != 1 {
 		t.Errorf("%s went up by %v for one event the app took once (the first try got a 500); want 1", accepted, d)
@@ -229,7 +230,7 @@ func TestLedgerAvailableFollowsRedisWithoutRequests(t *testing.T) {
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, available+" back to 1 once Redis is", 10*time.Second, func() bool { return scrape(t)[available] == 1 })
+	hooktest.WaitFor(t, available+" back to 1 once Redis is", 10*time.Second, func() bool { return scrape(t)[available] == 1 })
 }
 
 // A scrape while one Redis hangs reports the routes on another Redis, which answers, as

@@ -20,6 +20,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // A sync route in monitor mode in front of a live app: every request reaches the app as it came
@@ -30,23 +31,23 @@ import (
 // duplicate.
 func TestMonitorHandsEveryRequestOnAndClassifiesIt(t *testing.T) {
 	const route = "monitored"
-	up := newUpstream(t)
-	up.status.Store(http.StatusAccepted) // not an answer hookgate ever gives a sync request
+	up := hooktest.NewUpstream(t)
+	up.Status.Store(http.StatusAccepted) // not an answer hookgate ever gives a sync request
 	logFile := filepath.Join(t.TempDir(), "hookgate.log")
 	tester := caddytest.NewTester(t)
 	tester.InitServer(withLogFile(gatewayConfig(route, up.Listener.Addr().String(), "monitor"), logFile, "INFO"), "caddyfile")
 	before := scrape(t)
 
 	// Each request, and what the app must get of it.
-	forged := signedEvent(t, "evt_mon_forged", `{"data":{"object":{"id":"obj_mon_f","updated":1}}}`, time.Now(), "whsec_bm90IHRoZSBzZWNyZXQgYXQgYWxsISEh")
-	forged.headers.Set("Hookgate-Verified", "standard") // a client's own is stripped, as ever
-	late := signedEvent(t, "evt_mon_late", `{"data":{"object":{"id":"obj_mon_l","updated":1}}}`, time.Now().Add(-time.Hour), testSecret)
-	valid := newEvent(t, "evt_mon_1", "obj_mon_1", 2)
-	older := newEvent(t, "evt_mon_older", "obj_mon_1", 1)
-	huge := newEvent(t, "evt_mon_huge", strings.Repeat("x", 5000), 1) // over max_body 4KiB
+	forged := hooktest.SignedEvent(t, "evt_mon_forged", `{"data":{"object":{"id":"obj_mon_f","updated":1}}}`, time.Now(), "whsec_bm90IHRoZSBzZWNyZXQgYXQgYWxsISEh")
+	forged.Headers.Set("Hookgate-Verified", "standard") // a client's own is stripped, as ever
+	late := hooktest.SignedEvent(t, "evt_mon_late", `{"data":{"object":{"id":"obj_mon_l","updated":1}}}`, time.Now().Add(-time.Hour), hooktest.Secret)
+	valid := hooktest.NewEvent(t, "evt_mon_1", "obj_mon_1", 2)
+	older := hooktest.NewEvent(t, "evt_mon_older", "obj_mon_1", 1)
+	huge := hooktest.NewEvent(t, "evt_mon_huge", strings.Repeat("x", 5000), 1) // over max_body 4KiB
 	steps := []struct {
 		name     string
-		ev       *event
+		ev       *hooktest.Event
 		verified bool
 	}{
 		{"forged signature", forged, false},
@@ -57,23 +58,23 @@ func TestMonitorHandsEveryRequestOnAndClassifiesIt(t *testing.T) {
 		{"body over max_body", huge, false},
 	}
 	for i, step := range steps {
-		expectReply(t, step.name, send(t, tester.Client, step.ev), http.StatusAccepted, "upstream says hi")
-		if n := up.total(); n != i+1 {
+		hooktest.ExpectReply(t, step.name, send(t, tester.Client, step.ev), http.StatusAccepted, "upstream says hi")
+		if n := up.Total(); n != i+1 {
 			t.Fatalf("%s: the app got %d requests in all, want %d", step.name, n, i+1)
 		}
-		up.mu.Lock()
-		got, body := up.headers[i], up.bodies[i]
-		up.mu.Unlock()
-		if body != step.ev.body {
-			t.Errorf("%s: the app got the body %.60q..., want it unchanged (%.60q...)", step.name, body, step.ev.body)
+		up.Mu.Lock()
+		got, body := up.Headers[i], up.Bodies[i]
+		up.Mu.Unlock()
+		if body != step.ev.Body {
+			t.Errorf("%s: the app got the body %.60q..., want it unchanged (%.60q...)", step.name, body, step.ev.Body)
 		}
-		if got.Get("Webhook-Signature") != step.ev.headers.Get("Webhook-Signature") || got.Get("Webhook-Id") != step.ev.id {
+		if got.Get("Webhook-Signature") != step.ev.Headers.Get("Webhook-Signature") || got.Get("Webhook-Id") != step.ev.ID {
 			t.Errorf("%s: the app got webhook-id %q, webhook-signature %q: want the provider's, unchanged", step.name, got.Get("Webhook-Id"), got.Get("Webhook-Signature"))
 		}
 		verified, id := got.Get("Hookgate-Verified"), got.Get("Hookgate-Event-Id")
 		switch {
-		case step.verified && (verified != "standard" || id != step.ev.id):
-			t.Errorf("%s: the app got Hookgate-Verified %q, Hookgate-Event-Id %q; want standard and %s", step.name, verified, id, step.ev.id)
+		case step.verified && (verified != "standard" || id != step.ev.ID):
+			t.Errorf("%s: the app got Hookgate-Verified %q, Hookgate-Event-Id %q; want standard and %s", step.name, verified, id, step.ev.ID)
 		case !step.verified && (verified != "" || id != ""):
 			t.Errorf("%s: the app got Hookgate-Verified %q, Hookgate-Event-Id %q; want neither: hookgate would not have accepted it", step.name, verified, id)
 		}
@@ -106,7 +107,7 @@ func TestMonitorHandsEveryRequestOnAndClassifiesIt(t *testing.T) {
 		{"rejected", "signature mismatch"}, {"rejected", "timestamp"}, {"duplicate", ""}, {"stale", ""}, {"rejected", "max_body"},
 	}
 	var lines []logLine
-	waitFor(t, "the INFO lines of the requests that would not have been accepted", 5*time.Second, func() bool {
+	hooktest.WaitFor(t, "the INFO lines of the requests that would not have been accepted", 5*time.Second, func() bool {
 		all, _ := readLogLines(t, logFile)
 		lines = lines[:0]
 		for _, l := range all {
@@ -148,9 +149,9 @@ func TestMonitorHandsEveryRequestOnAndClassifiesIt(t *testing.T) {
 
 	// Enforced from now on: the ledger already has the event the app took.
 	tester.InitServer(gatewayConfig(route, up.Listener.Addr().String()), "caddyfile")
-	expectReply(t, "the same event once monitor is off", send(t, tester.Client, valid), http.StatusOK, `{"received":true,"duplicate":true}`)
-	expectReply(t, "a forgery once monitor is off", send(t, tester.Client, forged), http.StatusUnauthorized, "signature")
-	if n := up.total(); n != len(steps) {
+	hooktest.ExpectReply(t, "the same event once monitor is off", send(t, tester.Client, valid), http.StatusOK, `{"received":true,"duplicate":true}`)
+	hooktest.ExpectReply(t, "a forgery once monitor is off", send(t, tester.Client, forged), http.StatusUnauthorized, "signature")
+	if n := up.Total(); n != len(steps) {
 		t.Fatalf("the app got %d requests in all, want still %d: enforced, hookgate answers these itself", n, len(steps))
 	}
 	if status, body := admin(t, http.MethodGet, "/hookgate/status/"+route); status != http.StatusNotFound {
@@ -162,9 +163,9 @@ func TestMonitorHandsEveryRequestOnAndClassifiesIt(t *testing.T) {
 // monitor mode, and counted busy with reason in_flight.
 func TestMonitorHandsOnAnEventStillInFlight(t *testing.T) {
 	const route = "monitorinflight"
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	block := make(chan struct{})
-	up.block = block
+	up.Block = block
 	unblock := sync.OnceFunc(func() { close(block) })
 	t.Cleanup(unblock) // before the upstream closes, which waits for the requests it holds
 	tester := caddytest.NewTester(t)
@@ -172,9 +173,9 @@ func TestMonitorHandsOnAnEventStillInFlight(t *testing.T) {
 	inFlight := fmt.Sprintf(`hookgate_requests_total{mode="monitor",outcome="busy",reason="in_flight",route=%q}`, route)
 	before := scrape(t)[inFlight]
 
-	ev := newEvent(t, "evt_mon_inflight", "obj_mon_inflight", 1)
+	ev := hooktest.NewEvent(t, "evt_mon_inflight", "obj_mon_inflight", 1)
 	var wg sync.WaitGroup
-	replies := make([]reply, 2)
+	replies := make([]hooktest.Reply, 2)
 	for i := range replies {
 		wg.Add(1)
 		go func() {
@@ -185,12 +186,12 @@ func TestMonitorHandsOnAnEventStillInFlight(t *testing.T) {
 			}
 			replies[i] = got
 		}()
-		waitFor(t, fmt.Sprintf("copy %d at the app", i+1), 10*time.Second, func() bool { return up.total() == i+1 })
+		hooktest.WaitFor(t, fmt.Sprintf("copy %d at the app", i+1), 10*time.Second, func() bool { return up.Total() == i+1 })
 	}
 	unblock()
 	wg.Wait()
 	for i, got := range replies {
-		expectReply(t, fmt.Sprintf("copy %d", i+1), got, http.StatusOK, "upstream says hi")
+		hooktest.ExpectReply(t, fmt.Sprintf("copy %d", i+1), got, http.StatusOK, "upstream says hi")
 	}
 	if d := scrape(t)[inFlight] - before; d != 1 {
 		t.Errorf("%s went up by %v, want 1", inFlight, d)
@@ -407,7 +408,7 @@ func TestMonitorHandsOnNoForgedTrailers(t *testing.T) {
 // does not add one: a request hookgate would refuse, handed on as it came, still reaches the app
 // without them, and one it would accept carries only hookgate's own.
 func TestMonitorStripsAClientsOwnHeadersItself(t *testing.T) {
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	caddyfile := testSite + `	handle /hooks/* {
 		hookgate {
 			preset standard
@@ -447,32 +448,32 @@ func TestMonitorStripsAClientsOwnHeadersItself(t *testing.T) {
 		t.Run(config.name, func(t *testing.T) {
 			tester := caddytest.NewTester(t)
 			tester.InitServer(config.text, config.adapter)
-			forged := signedEvent(t, fmt.Sprintf("evt_mon_strip_forged_%d", i), `{"type":"test"}`, time.Now(), "whsec_bm90IHRoZSBzZWNyZXQgYXQgYWxsISEh")
-			valid := signedEvent(t, fmt.Sprintf("evt_mon_strip_%d", i), `{"type":"test"}`, time.Now(), testSecret)
-			for _, ev := range []*event{forged, valid} {
-				ev.headers.Set("Hookgate-Verified", "forged-by-the-client")
-				ev.headers.Set("Hookgate-Event-Id", "evt_the_client_chose")
-				ev.headers.Set("Hookgate-Attempt", "7")
+			forged := hooktest.SignedEvent(t, fmt.Sprintf("evt_mon_strip_forged_%d", i), `{"type":"test"}`, time.Now(), "whsec_bm90IHRoZSBzZWNyZXQgYXQgYWxsISEh")
+			valid := hooktest.SignedEvent(t, fmt.Sprintf("evt_mon_strip_%d", i), `{"type":"test"}`, time.Now(), hooktest.Secret)
+			for _, ev := range []*hooktest.Event{forged, valid} {
+				ev.Headers.Set("Hookgate-Verified", "forged-by-the-client")
+				ev.Headers.Set("Hookgate-Event-Id", "evt_the_client_chose")
+				ev.Headers.Set("Hookgate-Attempt", "7")
 			}
 			for _, step := range []struct {
 				name     string
-				ev       *event
+				ev       *hooktest.Event
 				verified string
 			}{
 				{"a forged request", forged, ""},
 				{"a genuine one", valid, "standard"},
 			} {
-				before := up.total()
-				expectReply(t, step.name, send(t, tester.Client, step.ev), http.StatusOK, "upstream says hi")
-				if up.total() != before+1 {
-					t.Fatalf("%s: the app got %d requests, want it handed on", step.name, up.total()-before)
+				before := up.Total()
+				hooktest.ExpectReply(t, step.name, send(t, tester.Client, step.ev), http.StatusOK, "upstream says hi")
+				if up.Total() != before+1 {
+					t.Fatalf("%s: the app got %d requests, want it handed on", step.name, up.Total()-before)
 				}
-				up.mu.Lock()
-				got := up.headers[before]
-				up.mu.Unlock()
+				up.Mu.Lock()
+				got := up.Headers[before]
+				up.Mu.Unlock()
 				wantID := ""
 				if step.verified != "" {
-					wantID = step.ev.id
+					wantID = step.ev.ID
 				}
 				if got.Get("Hookgate-Verified") != step.verified || got.Get("Hookgate-Event-Id") != wantID || got.Get("Hookgate-Attempt") != "" {
 					t.Errorf("%s: the app got Hookgate-Verified %q, Hookgate-Event-Id %q, Hookgate-Attempt %q; want %q, %q and none",

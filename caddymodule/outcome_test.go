@@ -15,10 +15,12 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
-	"github.com/hookgate/hookgate/verify"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/hookgate/hookgate/internal/hooktest"
+	"github.com/hookgate/hookgate/verify"
 )
 
 // withLogFile adds to a test Caddyfile's global options a JSON log of hookgate's loggers (the
@@ -116,7 +118,7 @@ func isAlnum(c byte) bool {
 // signature header's value or a body.
 func TestLogsOfEveryPresetShowNoSecretSignatureOrBody(t *testing.T) {
 	keys := signKeys(t)
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	logFile := filepath.Join(t.TempDir(), "hookgate.log")
 	tester := caddytest.NewTester(t)
 	tester.InitServer(withLogFile(everyPresetConfig(keys, up.Listener.Addr().String()), logFile, "DEBUG"), "caddyfile")
@@ -131,7 +133,7 @@ func TestLogsOfEveryPresetShowNoSecretSignatureOrBody(t *testing.T) {
 	}
 	var refused []refusal
 	accepted, staleRefused := map[string]bool{}, 0
-	sendAndNote := func(what, preset string, req *http.Request) reply {
+	sendAndNote := func(what, preset string, req *http.Request) hooktest.Reply {
 		t.Helper()
 		for _, name := range signatureHeaders(preset) {
 			for _, v := range req.Header.Values(name) {
@@ -147,16 +149,16 @@ func TestLogsOfEveryPresetShowNoSecretSignatureOrBody(t *testing.T) {
 		var b bytes.Buffer
 		_, _ = b.ReadFrom(body)
 		secrets = append(secrets, b.String())
-		got := doRequest(t, tester.Client, req)
+		got := hooktest.DoRequest(t, tester.Client, req)
 		switch {
-		case got.status >= 200 && got.status < 300:
+		case got.Status >= 200 && got.Status < 300:
 			accepted["sign_"+preset] = true
-		case got.status >= 400:
+		case got.Status >= 400:
 			var answer refusal
-			if err := json.Unmarshal([]byte(got.body), &struct{ Error *string }{&answer.reason}); err != nil || answer.reason == "" {
-				t.Fatalf("%s %s: %d %q is not a refusal in words", preset, what, got.status, got.body)
+			if err := json.Unmarshal([]byte(got.Body), &struct{ Error *string }{&answer.reason}); err != nil || answer.reason == "" {
+				t.Fatalf("%s %s: %d %q is not a refusal in words", preset, what, got.Status, got.Body)
 			}
-			answer.route, answer.status = "sign_"+preset, got.status
+			answer.route, answer.status = "sign_"+preset, got.Status
 			refused = append(refused, answer)
 		}
 		return got
@@ -166,20 +168,20 @@ func TestLogsOfEveryPresetShowNoSecretSignatureOrBody(t *testing.T) {
 	for _, preset := range verify.PresetNames() {
 		id := "evt_logs_" + preset
 		genuine := presetRequest(t, keys, preset, id, "", now)
-		if got := sendAndNote("genuine", preset, genuine); got.status != http.StatusOK {
-			t.Fatalf("%s genuine: %d %q", preset, got.status, got.body)
+		if got := sendAndNote("genuine", preset, genuine); got.Status != http.StatusOK {
+			t.Fatalf("%s genuine: %d %q", preset, got.Status, got.Body)
 		}
-		if got := sendAndNote("forged", preset, forge(genuine, preset)); got.status != http.StatusUnauthorized {
-			t.Fatalf("%s forged: %d %q, want 401", preset, got.status, got.body)
+		if got := sendAndNote("forged", preset, forge(genuine, preset)); got.Status != http.StatusUnauthorized {
+			t.Fatalf("%s forged: %d %q, want 401", preset, got.Status, got.Body)
 		}
 		// A scheme with no signed timestamp cannot tell a stale request: it is a new event.
 		stale := presetRequest(t, keys, preset, id+"_stale", "", now.Add(-time.Hour))
-		switch got := sendAndNote("stale", preset, stale); got.status {
+		switch got := sendAndNote("stale", preset, stale); got.Status {
 		case http.StatusUnauthorized:
 			staleRefused++
 		case http.StatusOK:
 		default:
-			t.Fatalf("%s stale: %d %q", preset, got.status, got.body)
+			t.Fatalf("%s stale: %d %q", preset, got.Status, got.Body)
 		}
 	}
 	// Genuine headers with a body over max_body (413), and a genuine signature over a body with no
@@ -189,12 +191,12 @@ func TestLogsOfEveryPresetShowNoSecretSignatureOrBody(t *testing.T) {
 	large := `{"id":"evt_logs_too_large","pad":"` + strings.Repeat("L", defaultMaxBody) + `"}`
 	tooLarge.Body, tooLarge.ContentLength = nil, -1
 	tooLarge.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(large)), nil }
-	if got := sendAndNote("too large", "github", tooLarge); got.status != http.StatusRequestEntityTooLarge {
-		t.Fatalf("too large: %d %q", got.status, got.body)
+	if got := sendAndNote("too large", "github", tooLarge); got.Status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("too large: %d %q", got.Status, got.Body)
 	}
 	noID := presetRequest(t, keys, "stripe", "evt_unused", `{"object":"event","type":"hookgate.no_id","created":1}`, now)
-	if got := sendAndNote("no event ID", "stripe", noID); got.status != http.StatusBadRequest {
-		t.Fatalf("no event ID: %d %q", got.status, got.body)
+	if got := sendAndNote("no event ID", "stripe", noID); got.Status != http.StatusBadRequest {
+		t.Fatalf("no event ID: %d %q", got.Status, got.Body)
 	}
 
 	var lines []logLine
@@ -289,14 +291,14 @@ func TestRequestLogLevels(t *testing.T) {
 // A dead letter is one WARN line saying route, event ID, attempts, last status and last error;
 // the upstream's pause and its resumption are one WARN each, with the route.
 func TestDeadLetterPauseAndResumeLoggedAtWarn(t *testing.T) {
-	up := newUpstream(t)
-	up.status.Store(http.StatusInternalServerError)
+	up := hooktest.NewUpstream(t)
+	up.Status.Store(http.StatusInternalServerError)
 	logFile := filepath.Join(t.TempDir(), "hookgate.log")
 	cfg := gatewayConfig("deadlog", unusedUpstream, asyncRoute(up.Listener.Addr().String(), "max_attempts 2", "pause_after 2"))
 	tester := caddytest.NewTester(t)
 	tester.InitServer(withLogFile(cfg, logFile, "INFO"), "caddyfile")
 
-	expectReply(t, "an event the upstream fails", send(t, tester.Client, newEvent(t, "evt_deadlog_1", "obj_deadlog", 1)), http.StatusAccepted, "")
+	hooktest.ExpectReply(t, "an event the upstream fails", send(t, tester.Client, hooktest.NewEvent(t, "evt_deadlog_1", "obj_deadlog", 1)), http.StatusAccepted, "")
 	withMessage := func(lines []logLine, snippet string) (found []logLine) {
 		for _, l := range lines {
 			if strings.Contains(l.str("msg"), snippet) {
@@ -305,13 +307,13 @@ func TestDeadLetterPauseAndResumeLoggedAtWarn(t *testing.T) {
 		}
 		return found
 	}
-	waitFor(t, "the dead letter's line", 10*time.Second, func() bool {
+	hooktest.WaitFor(t, "the dead letter's line", 10*time.Second, func() bool {
 		lines, _ := readLogLines(t, logFile)
 		return len(withMessage(lines, "dead-lettered")) > 0
 	})
-	up.status.Store(http.StatusOK)
-	expectReply(t, "an event the upstream takes", send(t, tester.Client, newEvent(t, "evt_deadlog_2", "obj_deadlog", 2)), http.StatusAccepted, "")
-	waitFor(t, "the resumption's line", 10*time.Second, func() bool {
+	up.Status.Store(http.StatusOK)
+	hooktest.ExpectReply(t, "an event the upstream takes", send(t, tester.Client, hooktest.NewEvent(t, "evt_deadlog_2", "obj_deadlog", 2)), http.StatusAccepted, "")
+	hooktest.WaitFor(t, "the resumption's line", 10*time.Second, func() bool {
 		lines, _ := readLogLines(t, logFile)
 		return len(withMessage(lines, "delivery resumed")) > 0
 	})

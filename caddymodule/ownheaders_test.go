@@ -13,15 +13,16 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // forgedHeadersSeen lists the app's received Hookgate-* headers (in any spelling) whose value is
 // forged.
-func forgedHeadersSeen(app *upstream) []string {
-	app.mu.Lock()
-	defer app.mu.Unlock()
+func forgedHeadersSeen(app *hooktest.Upstream) []string {
+	app.Mu.Lock()
+	defer app.Mu.Unlock()
 	var forged []string
-	for _, header := range app.headers {
+	for _, header := range app.Headers {
 		for name, values := range header {
 			folded := strings.ToLower(strings.NewReplacer("_", "-", ".", "-").Replace(name))
 			for _, v := range values {
@@ -36,12 +37,12 @@ func forgedHeadersSeen(app *upstream) []string {
 }
 
 // sendForged sends a signed standard event to path with forged Hookgate-* headers beside its own.
-func sendForged(t *testing.T, client *http.Client, path, id, secret string) reply {
+func sendForged(t *testing.T, client *http.Client, path, id, secret string) hooktest.Reply {
 	t.Helper()
-	ev := signedEvent(t, id, `{"type":"test"}`, time.Now(), secret)
-	forgeHookgateHeaders(ev.headers, "on "+path)
+	ev := hooktest.SignedEvent(t, id, `{"type":"test"}`, time.Now(), secret)
+	forgeHookgateHeaders(ev.Headers, "on "+path)
 	awaitLoadSettled(t, client)
-	got, err := trySendTo(client, "http://localhost:9080"+path, ev)
+	got, err := hooktest.TrySendTo(client, "http://localhost:9080"+path, ev)
 	if err != nil {
 		t.Fatalf("sending to %s: %v", path, err)
 	}
@@ -60,7 +61,7 @@ func startSite(t *testing.T, app net.Addr, site string, globals ...string) *cadd
 }
 
 // expectNothingForged fails the test if the app received a forged Hookgate-* header.
-func expectNothingForged(t *testing.T, app *upstream) {
+func expectNothingForged(t *testing.T, app *hooktest.Upstream) {
 	t.Helper()
 	if forged := forgedHeadersSeen(app); len(forged) > 0 {
 		t.Errorf("the app got %s", strings.Join(forged, ", "))
@@ -72,7 +73,7 @@ func expectNothingForged(t *testing.T, app *upstream) {
 // keeps hookgate's headers, and of two routes whose prefixes extend one another
 // (/hooks/line*, /hooks/linear*) only the longer one checks /hooks/linear.
 func TestSiteRequestHeaderKeepsForgedHeadersFromHandleBlocks(t *testing.T) {
-	app := newUpstream(t)
+	app := hooktest.NewUpstream(t)
 	tester := startSite(t, app.Listener.Addr(), `
 	request_header -Hookgate-*
 	handle /hooks/line* {
@@ -98,17 +99,17 @@ func TestSiteRequestHeaderKeepsForgedHeadersFromHandleBlocks(t *testing.T) {
 	}
 `)
 
-	if got := sendForged(t, tester.Client, "/hooks/linear", "evt_strip_handle", testSecret); got.status != http.StatusOK {
-		t.Fatalf("the genuine linear event: got %d %q", got.status, got.body)
+	if got := sendForged(t, tester.Client, "/hooks/linear", "evt_strip_handle", hooktest.Secret); got.Status != http.StatusOK {
+		t.Fatalf("the genuine linear event: got %d %q", got.Status, got.Body)
 	}
-	if got := app.count("evt_strip_handle"); got != 1 {
+	if got := app.Count("evt_strip_handle"); got != 1 {
 		t.Fatalf("the app got the genuine event %d times, want once with hookgate's Hookgate-Event-Id", got)
 	}
 	for _, path := range []string{"/other", "/hooks", "/hooks/lin"} {
-		sendForged(t, tester.Client, path, "evt_strip_other", testSecret)
+		sendForged(t, tester.Client, path, "evt_strip_other", hooktest.Secret)
 	}
-	if got := sendForged(t, tester.Client, "/hooks/line/x", "evt_strip_line", testSecret); got.status != http.StatusUnauthorized {
-		t.Errorf("a linear-signed event on /hooks/line/x: got %d %q, want line's 401", got.status, got.body)
+	if got := sendForged(t, tester.Client, "/hooks/line/x", "evt_strip_line", hooktest.Secret); got.Status != http.StatusUnauthorized {
+		t.Errorf("a linear-signed event on /hooks/line/x: got %d %q, want line's 401", got.Status, got.Body)
 	}
 	expectNothingForged(t, app)
 }
@@ -117,7 +118,7 @@ func TestSiteRequestHeaderKeepsForgedHeadersFromHandleBlocks(t *testing.T) {
 // no forged Hookgate_Verified or Hookgate.Verified, which CGI, PHP, Rack and Django read as
 // Hookgate-Verified: not with a genuine event, nor on a path hookgate does not take.
 func TestUnderscoreAndDotSpellingsOfHookgateHeadersAreStripped(t *testing.T) {
-	app := newUpstream(t)
+	app := hooktest.NewUpstream(t)
 	tester := startSite(t, app.Listener.Addr(), `
 	hookgate /hooks/* {
 		preset  standard
@@ -132,12 +133,12 @@ func TestUnderscoreAndDotSpellingsOfHookgateHeadersAreStripped(t *testing.T) {
 	}
 `)
 
-	if got := sendForged(t, tester.Client, "/hooks/x", "evt_strip_spellings", testSecret); got.status != http.StatusOK {
-		t.Fatalf("the genuine event: got %d %q", got.status, got.body)
+	if got := sendForged(t, tester.Client, "/hooks/x", "evt_strip_spellings", hooktest.Secret); got.Status != http.StatusOK {
+		t.Fatalf("the genuine event: got %d %q", got.Status, got.Body)
 	}
-	sendForged(t, tester.Client, "/other", "evt_strip_spellings_other", testSecret)
-	if app.total() != 2 {
-		t.Fatalf("the app got %d requests, want the genuine event and /other", app.total())
+	sendForged(t, tester.Client, "/other", "evt_strip_spellings_other", hooktest.Secret)
+	if app.Total() != 2 {
+		t.Fatalf("the app got %d requests, want the genuine event and /other", app.Total())
 	}
 	expectNothingForged(t, app)
 }
@@ -168,13 +169,13 @@ func TestForgedHookgateTrailersNeverReachTheApp(t *testing.T) {
 	reverse_proxy %[1]s
 `)
 
-	send := func(path string, ev *event) int {
+	send := func(path string, ev *hooktest.Event) int {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodPost, "http://localhost:9080"+path, io.NopCloser(strings.NewReader(ev.body)))
+		req, err := http.NewRequest(http.MethodPost, "http://localhost:9080"+path, io.NopCloser(strings.NewReader(ev.Body)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.Header = ev.headers.Clone()
+		req.Header = ev.Headers.Clone()
 		req.ContentLength = -1 // chunked, which is what carries trailers
 		req.Trailer = http.Header{"Hookgate-Verified": {"forged"}, "Hookgate-Event-Id": {"forged"}}
 		awaitLoadSettled(t, tester.Client)
@@ -185,10 +186,10 @@ func TestForgedHookgateTrailersNeverReachTheApp(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	if got := send("/hooks/x", signedEvent(t, "evt_strip_trailers", `{"type":"test"}`, time.Now(), testSecret)); got != http.StatusOK {
+	if got := send("/hooks/x", hooktest.SignedEvent(t, "evt_strip_trailers", `{"type":"test"}`, time.Now(), hooktest.Secret)); got != http.StatusOK {
 		t.Fatalf("the genuine event: got %d", got)
 	}
-	if got := send("/other", signedEvent(t, "evt_strip_trailers_other", `{"type":"test"}`, time.Now(), testSecret)); got != http.StatusOK {
+	if got := send("/other", hooktest.SignedEvent(t, "evt_strip_trailers_other", `{"type":"test"}`, time.Now(), hooktest.Secret)); got != http.StatusOK {
 		t.Fatalf("/other: got %d", got)
 	}
 	mu.Lock()
@@ -210,7 +211,7 @@ func TestForgedHookgateTrailersNeverReachTheApp(t *testing.T) {
 // error route that proxies to the app, with docs/security.md's request_header lines, hands it nothing
 // forged.
 func TestErrorRoutesThatProxyToTheAppGetNothingForged(t *testing.T) {
-	app := newUpstream(t)
+	app := hooktest.NewUpstream(t)
 	tester := startSite(t, app.Listener.Addr(), `
 	basic_auth /admin* {
 		bob $2a$14$Zkx19XLiW6VYouLHR5NmfOFU0z2GTNmpkT/5qqR7hx4IjWJPDhjvG
@@ -245,8 +246,8 @@ func TestErrorRoutesThatProxyToTheAppGetNothingForged(t *testing.T) {
 			resp.Body.Close()
 		}
 	}
-	if app.total() != 3 { // /admin twice, and /hooks/x with the long method: all by handle_errors
-		t.Fatalf("the app got %d requests, want the 3 error routes", app.total())
+	if app.Total() != 3 { // /admin twice, and /hooks/x with the long method: all by handle_errors
+		t.Fatalf("the app got %d requests, want the 3 error routes", app.Total())
 	}
 	expectNothingForged(t, app)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // The presets end to end: public URLs behind proxies, replays under unsigned or malleable IDs,
@@ -18,7 +19,7 @@ import (
 // value, so a client behind such a proxy chooses the host of the URL the signature is checked
 // against, and a Twilio request signed for another endpoint of the same account verifies here.
 func TestAppendedForwardedHostIsNotTheClients(t *testing.T) {
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	route := "r11_xfh"
 	path := "/hooks/" + route + "?src=lb"
 	tester := caddytest.NewTester(t)
@@ -31,10 +32,10 @@ func TestAppendedForwardedHostIsNotTheClients(t *testing.T) {
 	local := strings.Replace(publicOrigin+path, publicOrigin, "http://localhost:9080", 1)
 
 	// The proxy replaces the header: its one value is the public host, which verifies.
-	genuine := signRequest(t, "twilio", testSecret, "r11-xfh-1", publicOrigin+path, "application/x-www-form-urlencoded", form(), nil)
+	genuine := signRequest(t, "twilio", hooktest.Secret, "r11-xfh-1", publicOrigin+path, "application/x-www-form-urlencoded", form(), nil)
 	genuine.header.Set("X-Forwarded-Proto", "https")
 	genuine.header.Set("X-Forwarded-Host", "hooks.example.com")
-	expectReply(t, "a replacing proxy, signed for the public URL", sendSigned(t, tester.Client, genuine, local), http.StatusOK, "upstream says hi")
+	hooktest.ExpectReply(t, "a replacing proxy, signed for the public URL", sendSigned(t, tester.Client, genuine, local), http.StatusOK, "upstream says hi")
 
 	for name, hosts := range map[string][]string{
 		"comma-appended":     {"other.example.com, hooks.example.com"},
@@ -42,13 +43,13 @@ func TestAppendedForwardedHostIsNotTheClients(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			// Signed by the provider for another endpoint; the client sends it through the proxy.
-			other := signRequest(t, "twilio", testSecret, "r11-xfh-"+name, "https://other.example.com"+path, "application/x-www-form-urlencoded", form(), nil)
+			other := signRequest(t, "twilio", hooktest.Secret, "r11-xfh-"+name, "https://other.example.com"+path, "application/x-www-form-urlencoded", form(), nil)
 			other.header.Set("X-Forwarded-Proto", "https")
 			other.header["X-Forwarded-Host"] = hosts
 			got := sendSigned(t, tester.Client, other, local)
-			if got.status != http.StatusUnauthorized {
+			if got.Status != http.StatusUnauthorized {
 				t.Fatalf("a request signed for https://other.example.com, X-Forwarded-Host %q (the client's value, then the proxy's): got %d %q, want 401",
-					hosts, got.status, got.body)
+					hosts, got.Status, got.Body)
 			}
 		})
 	}
@@ -65,14 +66,14 @@ func TestTwilioFormReplayWithSameParamsIsDuplicate(t *testing.T) {
 		"id body_sha256": {"id body_sha256"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			up := newUpstream(t)
+			up := hooktest.NewUpstream(t)
 			route := "r11_twbody_" + strings.ReplaceAll(name, " ", "_")
 			tester := caddytest.NewTester(t)
 			tester.InitServer(presetGatewayConfig("twilio", route, up.Listener.Addr().String(), extra...), "caddyfile")
 			url := "http://localhost:9080/hooks/" + route
 			body := "CallSid=CA" + route + "&From=%2B14158675309&To=%2B14155551212"
-			first := signRequest(t, "twilio", testSecret, route+"-1", url, "application/x-www-form-urlencoded", body, nil)
-			expectReply(t, "first delivery", sendSigned(t, tester.Client, first, ""), http.StatusOK, "upstream says hi")
+			first := signRequest(t, "twilio", hooktest.Secret, route+"-1", url, "application/x-www-form-urlencoded", body, nil)
+			hooktest.ExpectReply(t, "first delivery", sendSigned(t, tester.Client, first, ""), http.StatusOK, "upstream says hi")
 
 			for _, replayed := range []string{
 				"To=%2B14155551212&CallSid=CA" + route + "&From=%2B14158675309", // reordered
@@ -82,9 +83,9 @@ func TestTwilioFormReplayWithSameParamsIsDuplicate(t *testing.T) {
 				replay := &signedRequest{method: first.method, url: first.url, header: first.header.Clone(), body: replayed}
 				replay.header.Set("I-Twilio-Idempotency-Token", route+"-fresh-"+replayed[:4])
 				got := sendSigned(t, tester.Client, replay, "")
-				if got.status != http.StatusOK || !strings.Contains(got.body, `"duplicate":true`) {
+				if got.Status != http.StatusOK || !strings.Contains(got.Body, `"duplicate":true`) {
 					t.Fatalf("the first request's signature over the body %q: got %d %q, want 200 duplicate (the app has seen %d requests)",
-						replayed, got.status, got.body, up.total())
+						replayed, got.Status, got.Body, up.Total())
 				}
 			}
 		})
@@ -102,7 +103,7 @@ func TestReplayUnderFreshUnsignedIDHeaderIsDuplicate(t *testing.T) {
 	for preset, idHeader := range idHeaders {
 		for _, mode := range []string{"sync", "async"} {
 			t.Run(preset+"/"+mode, func(t *testing.T) {
-				up := newUpstream(t)
+				up := hooktest.NewUpstream(t)
 				route := "r11_fresh_" + preset + "_" + mode
 				upstreamAddr, extra := up.Listener.Addr().String(), []string(nil)
 				wantStatus, wantBody := http.StatusOK, "upstream says hi"
@@ -113,19 +114,19 @@ func TestReplayUnderFreshUnsignedIDHeaderIsDuplicate(t *testing.T) {
 				tester := caddytest.NewTester(t)
 				tester.InitServer(presetGatewayConfig(preset, route, upstreamAddr, extra...), "caddyfile")
 				url := "http://localhost:9080/hooks/" + route
-				first := signRequest(t, preset, testSecret, route+"-1", url, "application/json", fmt.Sprintf(`{"route":%q,"n":1,"webhookTimestamp":%d}`, route, time.Now().UnixMilli()), nil)
+				first := signRequest(t, preset, hooktest.Secret, route+"-1", url, "application/json", fmt.Sprintf(`{"route":%q,"n":1,"webhookTimestamp":%d}`, route, time.Now().UnixMilli()), nil)
 				if first.header.Get(idHeader) == "" {
 					first.header.Set(idHeader, route+"-1")
 				}
-				expectReply(t, "first delivery", sendSigned(t, tester.Client, first, ""), wantStatus, wantBody)
+				hooktest.ExpectReply(t, "first delivery", sendSigned(t, tester.Client, first, ""), wantStatus, wantBody)
 				replay := &signedRequest{method: first.method, url: first.url, header: first.header.Clone(), body: first.body}
 				replay.header.Set(idHeader, route+"-2")
-				expectReply(t, "the same signed bytes under a fresh ID", sendSigned(t, tester.Client, replay, ""), http.StatusOK, `"duplicate":true`)
+				hooktest.ExpectReply(t, "the same signed bytes under a fresh ID", sendSigned(t, tester.Client, replay, ""), http.StatusOK, `"duplicate":true`)
 				if mode == "async" {
-					waitFor(t, "the first delivery", 10*time.Second, func() bool { return up.total() >= 1 })
+					hooktest.WaitFor(t, "the first delivery", 10*time.Second, func() bool { return up.Total() >= 1 })
 					time.Sleep(200 * time.Millisecond)
 				}
-				if n := up.total(); n != 1 {
+				if n := up.Total(); n != 1 {
 					t.Fatalf("the app got %d requests, want 1", n)
 				}
 			})
@@ -142,7 +143,7 @@ func TestAsyncHandshakesAreNeverQueued(t *testing.T) {
 		cases[name] = tc
 	}
 	cases["line"] = handshakeCase{
-		preset: "line", key: testSecret,
+		preset: "line", key: hooktest.Secret,
 		check: func(string) (string, http.Header) {
 			return `{"destination":"U1234567890abcdef1234567890abcdef","events":[]}`, nil
 		},
@@ -155,7 +156,7 @@ func TestAsyncHandshakesAreNeverQueued(t *testing.T) {
 				continue // handshake_test.go covers the others in sync mode
 			}
 			t.Run(mode+"/"+name, func(t *testing.T) {
-				up := newUpstream(t)
+				up := hooktest.NewUpstream(t)
 				route := "r11_hs_" + mode + "_" + strings.ReplaceAll(name, " ", "_")
 				upstreamAddr, extra := up.Listener.Addr().String(), []string(nil)
 				wantStatus := http.StatusOK
@@ -169,23 +170,23 @@ func TestAsyncHandshakesAreNeverQueued(t *testing.T) {
 				checkID := route + "_1"
 				body, hdr := tc.check(checkID)
 				got := sendSigned(t, tester.Client, signRequest(t, tc.preset, tc.key, checkID, url, "application/json", body, hdr), "")
-				if got.status != tc.status || got.body != tc.answer || got.header.Get("Hookgate-Outcome") != "handshake" {
-					t.Fatalf("handshake: got %d %q (outcome %q), want %d %q (handshake)", got.status, got.body, got.header.Get("Hookgate-Outcome"), tc.status, tc.answer)
+				if got.Status != tc.status || got.Body != tc.answer || got.Header.Get("Hookgate-Outcome") != "handshake" {
+					t.Fatalf("handshake: got %d %q (outcome %q), want %d %q (handshake)", got.Status, got.Body, got.Header.Get("Hookgate-Outcome"), tc.status, tc.answer)
 				}
 				want := 0
 				if tc.event != "" {
 					event := strings.ReplaceAll(tc.event, "%s", checkID)
 					genuine := signRequest(t, tc.preset, tc.key, checkID, url, "application/json", event, nil)
 					got := sendSigned(t, tester.Client, genuine, "")
-					if got.status != wantStatus {
-						t.Fatalf("the genuine event after the check: got %d %q, want %d", got.status, got.body, wantStatus)
+					if got.Status != wantStatus {
+						t.Fatalf("the genuine event after the check: got %d %q, want %d", got.Status, got.Body, wantStatus)
 					}
 					want = 1
-					waitFor(t, "the genuine event", 10*time.Second, func() bool { return up.total() >= 1 })
+					hooktest.WaitFor(t, "the genuine event", 10*time.Second, func() bool { return up.Total() >= 1 })
 				}
 				time.Sleep(300 * time.Millisecond) // anything queued by mistake would be delivered by now
-				if n := up.total(); n != want {
-					t.Fatalf("the app got %d requests (bodies %q), want %d: the genuine event only", n, up.bodies, want)
+				if n := up.Total(); n != want {
+					t.Fatalf("the app got %d requests (bodies %q), want %d: the genuine event only", n, up.Bodies, want)
 				}
 			})
 		}
@@ -196,18 +197,18 @@ func TestAsyncHandshakesAreNeverQueued(t *testing.T) {
 // top-level "id", the discord preset's event ID: every real webhook event is refused with 400,
 // though its PING (type 0) is answered 204. Discord retries, then disables the endpoint.
 func TestDiscordWebhookEventIsAccepted(t *testing.T) {
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	route := "r11_discord_events"
 	tester := caddytest.NewTester(t)
 	tester.InitServer(handshakeConfig("discord", route, up.Listener.Addr().String()), "caddyfile")
 	url := "http://localhost:9080/hooks/" + route
 	key := handshakeCases["discord PING"].key
 	ping := signRequest(t, "discord", key, "", url, "application/json", `{"version":1,"application_id":"11779","type":0}`, nil)
-	expectReply(t, "the webhook-event PING", sendSigned(t, tester.Client, ping, ""), http.StatusNoContent, "")
+	hooktest.ExpectReply(t, "the webhook-event PING", sendSigned(t, tester.Client, ping, ""), http.StatusNoContent, "")
 	event := signRequest(t, "discord", key, "", url, "application/json",
 		`{"version":1,"application_id":"11779","type":1,"event":{"type":"APPLICATION_AUTHORIZED","timestamp":"2024-10-18T14:42:53.064834","data":{"integration_type":0,"scopes":["applications.commands"],"user":{"id":"42"}}}}`, nil)
 	got := sendSigned(t, tester.Client, event, "")
-	if got.status != http.StatusOK || up.total() != 1 {
-		t.Fatalf("a signed Discord webhook event: got %d %q, the app got %d requests; want it handed on", got.status, got.body, up.total())
+	if got.Status != http.StatusOK || up.Total() != 1 {
+		t.Fatalf("a signed Discord webhook event: got %d %q, the app got %d requests; want it handed on", got.Status, got.Body, up.Total())
 	}
 }

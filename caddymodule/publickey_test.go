@@ -17,18 +17,13 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/hookgate/hookgate/internal/hooktest"
 	"github.com/hookgate/hookgate/verify"
 )
 
-// keyPair is a provider's signing key and the public key the gateway is given, both as text.
-type keyPair struct{ private, public string }
-
-func ed25519Pair(seed string) keyPair {
-	key := ed25519.NewKeyFromSeed([]byte(seed))
-	return keyPair{hex.EncodeToString(key.Seed()), hex.EncodeToString(key.Public().(ed25519.PublicKey))}
-}
-
-func ecdsaPair(t *testing.T) keyPair {
+// ecdsaPair is a new P-256 key pair: the private key in base64 PKCS #8, the public key in base64
+// SPKI, as SendGrid gives it.
+func ecdsaPair(t *testing.T) hooktest.KeyPair {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +36,7 @@ func ecdsaPair(t *testing.T) keyPair {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return keyPair{base64.StdEncoding.EncodeToString(private), base64.StdEncoding.EncodeToString(public)}
+	return hooktest.KeyPair{Private: base64.StdEncoding.EncodeToString(private), Public: base64.StdEncoding.EncodeToString(public)}
 }
 
 // Discord (Ed25519, hex key) and SendGrid (ECDSA P-256, base64 SPKI key) verify with the
@@ -52,20 +47,20 @@ func TestPublicKeySchemesEndToEnd(t *testing.T) {
 	v1a := ed25519.NewKeyFromSeed(seed)
 	for name, tc := range map[string]struct {
 		preset     string
-		key, other keyPair
+		key, other hooktest.KeyPair
 		id, body   string
 		secretToo  bool // the route keeps its HMAC secret beside the public key
 	}{
-		"discord":  {"discord", ed25519Pair("hookgate-test-discord-event-key!"), ed25519Pair("hookgate-test-someone-elses-key!"), "", `{"id":"pk_discord_1","type":2,"data":{"name":"hi"}}`, false},
+		"discord":  {"discord", hooktest.Ed25519Pair("hookgate-test-discord-event-key!"), hooktest.Ed25519Pair("hookgate-test-someone-elses-key!"), "", `{"id":"pk_discord_1","type":2,"data":{"name":"hi"}}`, false},
 		"sendgrid": {"sendgrid", ecdsaPair(t), ecdsaPair(t), "", `[{"email":"a@example.com","event":"delivered","sg_event_id":"pk_sendgrid_1"}]`, false},
 		"standard v1a": {"standard",
-			keyPair{"whsk_" + base64.StdEncoding.EncodeToString(seed), "whpk_" + base64.StdEncoding.EncodeToString(v1a.Public().(ed25519.PublicKey))},
-			ed25519Pair("hookgate-test-someone-elses-key!"), "pk_standard_1", `{"type":"test"}`, true},
+			hooktest.KeyPair{Private: "whsk_" + base64.StdEncoding.EncodeToString(seed), Public: "whpk_" + base64.StdEncoding.EncodeToString(v1a.Public().(ed25519.PublicKey))},
+			hooktest.Ed25519Pair("hookgate-test-someone-elses-key!"), "pk_standard_1", `{"type":"test"}`, true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			up := newUpstream(t)
+			up := hooktest.NewUpstream(t)
 			route := "pk_" + strings.ReplaceAll(name, " ", "_")
-			cfg := presetGatewayConfig(tc.preset, route, up.Listener.Addr().String(), "public_key "+tc.key.public)
+			cfg := presetGatewayConfig(tc.preset, route, up.Listener.Addr().String(), "public_key "+tc.key.Public)
 			if !tc.secretToo {
 				cfg = strings.Replace(cfg, "secret  {env.HOOKGATE_TEST_SECRET}", "", 1)
 			}
@@ -73,11 +68,11 @@ func TestPublicKeySchemesEndToEnd(t *testing.T) {
 			tester.InitServer(cfg, "caddyfile")
 			url := "http://localhost:9080/hooks/" + route
 
-			forged := signRequest(t, tc.preset, tc.other.private, tc.id, url, "application/json", tc.body, nil)
-			expectReply(t, "signed with another key", sendSigned(t, tester.Client, forged, ""), http.StatusUnauthorized, "signature")
-			genuine := signRequest(t, tc.preset, tc.key.private, tc.id, url, "application/json", tc.body, nil)
-			expectReply(t, "signed with the provider's key", sendSigned(t, tester.Client, genuine, ""), http.StatusOK, "upstream says hi")
-			if got := up.headers[0].Get("Hookgate-Verified"); got != tc.preset {
+			forged := signRequest(t, tc.preset, tc.other.Private, tc.id, url, "application/json", tc.body, nil)
+			hooktest.ExpectReply(t, "signed with another key", sendSigned(t, tester.Client, forged, ""), http.StatusUnauthorized, "signature")
+			genuine := signRequest(t, tc.preset, tc.key.Private, tc.id, url, "application/json", tc.body, nil)
+			hooktest.ExpectReply(t, "signed with the provider's key", sendSigned(t, tester.Client, genuine, ""), http.StatusOK, "upstream says hi")
+			if got := up.Headers[0].Get("Hookgate-Verified"); got != tc.preset {
 				t.Fatalf("Hookgate-Verified %q, want %s", got, tc.preset)
 			}
 		})
@@ -88,7 +83,7 @@ func TestPublicKeySchemesEndToEnd(t *testing.T) {
 // load, saying what to set.
 func TestPublicKeyAndURLProvisionErrors(t *testing.T) {
 	t.Setenv("HOOKGATE_UNIT_SECRET", "s3cr3t-value")
-	discordKey := ed25519Pair("hookgate-test-discord-event-key!").public
+	discordKey := hooktest.Ed25519Pair("hookgate-test-discord-event-key!").Public
 	for name, tc := range map[string]struct {
 		h       Handler
 		wantErr string
@@ -163,24 +158,24 @@ func TestBodySHA256IDDedupesResentBody(t *testing.T) {
 		"generic": {"signature_header X-Signature", "id body_sha256"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			up := newUpstream(t)
+			up := hooktest.NewUpstream(t)
 			route := "digest_" + name
 			tester := caddytest.NewTester(t)
 			tester.InitServer(presetGatewayConfig(name, route, up.Listener.Addr().String(), extra...), "caddyfile")
 			url := "http://localhost:9080/hooks/" + route
 			sign := func(body string) *signedRequest {
 				if name == "generic" {
-					req := signRequest(t, "github", testSecret, "", url, "application/json", body, nil)
+					req := signRequest(t, "github", hooktest.Secret, "", url, "application/json", body, nil)
 					req.header.Set("X-Signature", strings.TrimPrefix(req.header.Get("X-Hub-Signature-256"), "sha256="))
 					return req
 				}
-				return signRequest(t, name, testSecret, "", url, "application/json", body, nil)
+				return signRequest(t, name, hooktest.Secret, "", url, "application/json", body, nil)
 			}
-			expectReply(t, "first delivery", sendSigned(t, tester.Client, sign(body), ""), http.StatusOK, "upstream says hi")
-			expectReply(t, "the provider's retry, signed again", sendSigned(t, tester.Client, sign(body), ""), http.StatusOK, `"duplicate":true`)
-			expectReply(t, "another event", sendSigned(t, tester.Client, sign(strings.Replace(body, "started", "ended", 1)), ""), http.StatusOK, "upstream says hi")
-			if up.count(digest) != 1 || up.total() != 2 {
-				t.Fatalf("the app saw the event %d times under its body digest (and %d events in all), want 1 (and 2)", up.count(digest), up.total())
+			hooktest.ExpectReply(t, "first delivery", sendSigned(t, tester.Client, sign(body), ""), http.StatusOK, "upstream says hi")
+			hooktest.ExpectReply(t, "the provider's retry, signed again", sendSigned(t, tester.Client, sign(body), ""), http.StatusOK, `"duplicate":true`)
+			hooktest.ExpectReply(t, "another event", sendSigned(t, tester.Client, sign(strings.Replace(body, "started", "ended", 1)), ""), http.StatusOK, "upstream says hi")
+			if up.Count(digest) != 1 || up.Total() != 2 {
+				t.Fatalf("the app saw the event %d times under its body digest (and %d events in all), want 1 (and 2)", up.Count(digest), up.Total())
 			}
 		})
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddytest"
 
 	"github.com/hookgate/hookgate/caddymodule/ledgerpool"
+	"github.com/hookgate/hookgate/internal/hooktest"
 	"github.com/hookgate/hookgate/internal/redistest"
 )
 
@@ -95,30 +96,30 @@ func startRedisAsyncGateway(t *testing.T, name, redisAddr string, storageLines [
 // delivers, what was queued before the outage included, without a reload.
 func TestRedisDownAnswers503ThenRecovers(t *testing.T) {
 	srv := startRedis(t, redistest.Durable...)
-	up := newUpstream(t)
-	up.status.Store(http.StatusServiceUnavailable) // the first event stays queued through the outage
+	up := hooktest.NewUpstream(t)
+	up.Status.Store(http.StatusServiceUnavailable) // the first event stays queued through the outage
 	tester := caddytest.NewTester(t)
 	tester.InitServer(onRedis(gatewayConfig("redisdown", unusedUpstream, fmt.Sprintf(`forward http://%s {
 			backoff 5s
 			jitter  none
 			timeout 2s
 		}`, up.Listener.Addr())), srv.Addr), "caddyfile")
-	queued := newEvent(t, "evt_rd_queued", "obj_rd_1", 1)
-	expectReply(t, "before the outage", send(t, tester.Client, queued), http.StatusAccepted, "")
-	waitFor(t, "a first failed attempt, recorded", 10*time.Second, func() bool {
-		status, body := admin(t, http.MethodGet, "/hookgate/events/redisdown/"+queued.id)
+	queued := hooktest.NewEvent(t, "evt_rd_queued", "obj_rd_1", 1)
+	hooktest.ExpectReply(t, "before the outage", send(t, tester.Client, queued), http.StatusAccepted, "")
+	hooktest.WaitFor(t, "a first failed attempt, recorded", 10*time.Second, func() bool {
+		status, body := admin(t, http.MethodGet, "/hookgate/events/redisdown/"+queued.ID)
 		var view eventView
 		return status == http.StatusOK && json.Unmarshal([]byte(body), &view) == nil && view.Attempts == 1 && view.LastStatus == http.StatusServiceUnavailable
 	})
 
 	srv.Stop()
-	during := newEvent(t, "evt_rd_during", "obj_rd_2", 1)
+	during := hooktest.NewEvent(t, "evt_rd_during", "obj_rd_2", 1)
 	for range 10 {
 		began := time.Now()
 		got := send(t, tester.Client, during)
 		took := time.Since(began)
-		expectReply(t, "with Redis down", got, http.StatusServiceUnavailable, "the shared ledger (Redis) is unavailable")
-		if got.header.Get("Retry-After") == "" {
+		hooktest.ExpectReply(t, "with Redis down", got, http.StatusServiceUnavailable, "the shared ledger (Redis) is unavailable")
+		if got.Header.Get("Retry-After") == "" {
 			t.Fatal("503 without Retry-After")
 		}
 		if took > ledgerpool.DefaultRedisReadTimeout {
@@ -138,12 +139,12 @@ func TestRedisDownAnswers503ThenRecovers(t *testing.T) {
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	up.status.Store(http.StatusOK)
-	waitFor(t, "a 202 once Redis is back", 15*time.Second, func() bool {
-		return send(t, tester.Client, during).status == http.StatusAccepted
+	up.Status.Store(http.StatusOK)
+	hooktest.WaitFor(t, "a 202 once Redis is back", 15*time.Second, func() bool {
+		return send(t, tester.Client, during).Status == http.StatusAccepted
 	})
-	waitFor(t, "both events delivered", 50*time.Second, func() bool {
-		return up.count(during.id) == 1 && up.count(queued.id) > 0 && deliveredState(t, "redisdown", queued.id)
+	hooktest.WaitFor(t, "both events delivered", 50*time.Second, func() bool {
+		return up.Count(during.ID) == 1 && up.Count(queued.ID) > 0 && deliveredState(t, "redisdown", queued.ID)
 	})
 }
 
@@ -158,8 +159,8 @@ func deliveredState(t *testing.T, route, id string) bool {
 // running config shows the password's placeholder, never the password.
 func TestRedisRouteAdminAPIAndCLI(t *testing.T) {
 	srv := startRedisWithPassword(t)
-	up := newUpstream(t)
-	up.status.Store(http.StatusNotFound) // dead at once: a dead letter to show and replay
+	up := hooktest.NewUpstream(t)
+	up.Status.Store(http.StatusNotFound) // dead at once: a dead letter to show and replay
 	tester := startRedisAsyncGateway(t, "redisadmin", srv.Addr, withPassword, up.Listener.Addr().String())
 
 	status, cfg := admin(t, http.MethodGet, "/config/")
@@ -167,31 +168,31 @@ func TestRedisRouteAdminAPIAndCLI(t *testing.T) {
 		t.Fatalf("/config/ (%d) must show the placeholder and not the password:\n%s", status, cfg)
 	}
 
-	ev := newEvent(t, "evt_ra_1", "obj_ra", 1)
-	expectReply(t, "accepted", send(t, tester.Client, ev), http.StatusAccepted, "")
-	waitFor(t, "the dead letter listed", 10*time.Second, func() bool {
+	ev := hooktest.NewEvent(t, "evt_ra_1", "obj_ra", 1)
+	hooktest.ExpectReply(t, "accepted", send(t, tester.Client, ev), http.StatusAccepted, "")
+	hooktest.WaitFor(t, "the dead letter listed", 10*time.Second, func() bool {
 		return strings.Contains(hookgateCLI(t, "events", "redisadmin", "--state", "dead"), `"id": "evt_ra_1"`)
 	})
 	var view eventView
-	if err := json.Unmarshal([]byte(hookgateCLI(t, "show", "redisadmin", ev.id)), &view); err != nil || view.State != "dead" || view.LastStatus != http.StatusNotFound {
+	if err := json.Unmarshal([]byte(hookgateCLI(t, "show", "redisadmin", ev.ID)), &view); err != nil || view.State != "dead" || view.LastStatus != http.StatusNotFound {
 		t.Fatalf("show: %+v, %v", view, err)
 	}
 	if out := hookgateCLI(t, "status", "redisadmin"); !strings.Contains(out, `"backlog": 0`) {
 		t.Fatalf("status: %s", out)
 	}
 
-	up.status.Store(http.StatusOK)
+	up.Status.Store(http.StatusOK)
 	if out := hookgateCLI(t, "replay", "--all", "redisadmin"); !strings.Contains(out, `"replayed": 1`) {
 		t.Fatalf("replay: %s", out)
 	}
-	waitFor(t, "delivery after the replay", 10*time.Second, func() bool { return deliveredState(t, "redisadmin", ev.id) })
-	if n := up.count(ev.id); n != 2 {
+	hooktest.WaitFor(t, "delivery after the replay", 10*time.Second, func() bool { return deliveredState(t, "redisadmin", ev.ID) })
+	if n := up.Count(ev.ID); n != 2 {
 		t.Fatalf("the upstream got the event %d times, want 2 (dead, then replayed)", n)
 	}
-	expectReply(t, "the provider's retry", send(t, tester.Client, ev), http.StatusOK, `"duplicate":true`)
+	hooktest.ExpectReply(t, "the provider's retry", send(t, tester.Client, ev), http.StatusOK, `"duplicate":true`)
 
 	srv.Stop()
-	if status, body := admin(t, http.MethodGet, "/hookgate/events/redisadmin/"+ev.id); status != http.StatusServiceUnavailable {
+	if status, body := admin(t, http.MethodGet, "/hookgate/events/redisadmin/"+ev.ID); status != http.StatusServiceUnavailable {
 		t.Fatalf("the admin API with Redis down: %d %s, want 503", status, body)
 	}
 }
@@ -200,22 +201,22 @@ func TestRedisRouteAdminAPIAndCLI(t *testing.T) {
 // reconnected or restarted, and events go on being delivered.
 func TestRedisReloadKeepsClientAndDeliverer(t *testing.T) {
 	srv := startRedis(t, redistest.Durable...)
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	cfg := func(workers int) string {
 		return onRedis(gatewayConfig("redisreload", unusedUpstream, asyncRoute(up.Listener.Addr().String(), fmt.Sprintf("workers %d", workers))), srv.Addr)
 	}
 	tester := caddytest.NewTester(t)
 	tester.InitServer(cfg(2), "caddyfile")
-	expectReply(t, "before the reload", send(t, tester.Client, newEvent(t, "evt_rr_1", "obj_rr", 1)), http.StatusAccepted, "")
-	waitFor(t, "delivery before the reload", 10*time.Second, func() bool { return up.count("evt_rr_1") == 1 })
+	hooktest.ExpectReply(t, "before the reload", send(t, tester.Client, hooktest.NewEvent(t, "evt_rr_1", "obj_rr", 1)), http.StatusAccepted, "")
+	hooktest.WaitFor(t, "delivery before the reload", 10*time.Second, func() bool { return up.Count("evt_rr_1") == 1 })
 	sender, err := findDeliverer("redisreload")
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	tester.InitServer(cfg(3), "caddyfile")
-	expectReply(t, "after the reload", send(t, tester.Client, newEvent(t, "evt_rr_2", "obj_rr", 2)), http.StatusAccepted, "")
-	waitFor(t, "delivery after the reload", 10*time.Second, func() bool { return up.count("evt_rr_2") == 1 })
+	hooktest.ExpectReply(t, "after the reload", send(t, tester.Client, hooktest.NewEvent(t, "evt_rr_2", "obj_rr", 2)), http.StatusAccepted, "")
+	hooktest.WaitFor(t, "delivery after the reload", 10*time.Second, func() bool { return up.Count("evt_rr_2") == 1 })
 	after, err := findDeliverer("redisreload")
 	if err != nil {
 		t.Fatal(err)

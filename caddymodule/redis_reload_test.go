@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/hookgate/hookgate/internal/hooktest"
 	"github.com/hookgate/hookgate/internal/redistest"
 )
 
@@ -23,7 +24,7 @@ func TestRedisReloadAppliesRotatedPassword(t *testing.T) {
 		"user gate on >old-pw-1b7e ~* &* +@all",
 	}, redistest.Durable...)...)
 	t.Setenv("ROTATED_REDIS_PW", "old-pw-1b7e")
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	cfg := func(workers int) string {
 		return onRedis(gatewayConfig("redisrotate", unusedUpstream,
 			asyncRoute(up.Listener.Addr().String(), fmt.Sprintf("workers %d", workers))),
@@ -31,7 +32,7 @@ func TestRedisReloadAppliesRotatedPassword(t *testing.T) {
 	}
 	tester := caddytest.NewTester(t)
 	tester.InitServer(cfg(1), "caddyfile")
-	expectReply(t, "before the rotation", send(t, tester.Client, newEvent(t, "evt_rot_1", "obj_rot", 1)), http.StatusAccepted, "")
+	hooktest.ExpectReply(t, "before the rotation", send(t, tester.Client, hooktest.NewEvent(t, "evt_rot_1", "obj_rot", 1)), http.StatusAccepted, "")
 
 	// Rotate: Redis now knows only the new password; Caddy reloads with it.
 	if out, err := srv.Command("ACL", "SETUSER", "gate", "resetpass", ">new-pw-9c2d"); err != nil || out != "OK" {
@@ -44,10 +45,10 @@ func TestRedisReloadAppliesRotatedPassword(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	got := send(t, tester.Client, newEvent(t, "evt_rot_2", "obj_rot", 2))
-	if got.status != http.StatusAccepted {
+	got := send(t, tester.Client, hooktest.NewEvent(t, "evt_rot_2", "obj_rot", 2))
+	if got.Status != http.StatusAccepted {
 		acl, _ := srv.Command("ACL", "LOG", "1")
-		t.Fatalf("after a reload with the rotated password: %d %s\n(Redis's ACL log: %s)", got.status, strings.TrimSpace(got.body), acl)
+		t.Fatalf("after a reload with the rotated password: %d %s\n(Redis's ACL log: %s)", got.Status, strings.TrimSpace(got.Body), acl)
 	}
 }
 
@@ -84,7 +85,7 @@ func TestRedisSameRouteNameRefusedWhateverTheClientSettings(t *testing.T) {
 // not leave clients connected to Redis nor goroutines behind.
 func TestRedisReloadsLeakNoClient(t *testing.T) {
 	srv := startRedis(t, redistest.Durable...)
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	cfg := func(i int) string {
 		c := onRedis(gatewayConfig("redisleak", unusedUpstream,
 			asyncRoute(up.Listener.Addr().String(), fmt.Sprintf("workers %d", 1+i%3))), srv.Addr)
@@ -99,13 +100,13 @@ func TestRedisReloadsLeakNoClient(t *testing.T) {
 		}
 		return strings.Count(out, "id=") - 1 // without redis-cli itself
 	}
-	expectReply(t, "first", send(t, tester.Client, newEvent(t, "evt_leak_0", "obj_leak", 0)), http.StatusAccepted, "")
+	hooktest.ExpectReply(t, "first", send(t, tester.Client, hooktest.NewEvent(t, "evt_leak_0", "obj_leak", 0)), http.StatusAccepted, "")
 	time.Sleep(500 * time.Millisecond)
 	baseClients, baseG := clients(), runtime.NumGoroutine()
 	for i := 1; i <= 50; i++ {
 		tester.InitServer(cfg(i), "caddyfile")
-		got, _ := sendUntilAnswered(tester.Client, newEvent(t, fmt.Sprintf("evt_leak_%d", i), "obj_leak", i)) // past the old server's closed keep-alive
-		expectReply(t, "after a reload", got, http.StatusAccepted, "")
+		got, _ := sendUntilAnswered(tester.Client, hooktest.NewEvent(t, fmt.Sprintf("evt_leak_%d", i), "obj_leak", i)) // past the old server's closed keep-alive
+		hooktest.ExpectReply(t, "after a reload", got, http.StatusAccepted, "")
 	}
 	tester.InitServer(cfg(0), "caddyfile")
 	// The old configs' clients and goroutines end a moment after the reload; a leak never does.
@@ -128,16 +129,16 @@ func TestRedisReloadsLeakNoClient(t *testing.T) {
 func TestRedisReloadDroppingABusyRouteLogsNoError(t *testing.T) {
 	srv := startRedis(t, redistest.Durable...)
 	logPath := filepath.Join(t.TempDir(), "hookgate.log")
-	up := newUpstream(t)
-	release := up.holdAnswers(t)
+	up := hooktest.NewUpstream(t)
+	release := up.HoldAnswers(t)
 	// The attempt outlasts the reload, however slow the machine: it is held until released.
 	route := strings.Replace(asyncRoute(up.Listener.Addr().String()), "timeout 2s", "timeout 1m", 1)
 	withRoute := withLogFile(onRedis(gatewayConfig("redisdrop", unusedUpstream, route), srv.Addr), logPath, "DEBUG")
 	withoutRoute := withLogFile(testSite+"\trespond \"no hookgate route\" 200\n}\n", logPath, "DEBUG")
 	tester := caddytest.NewTester(t)
 	tester.InitServer(withRoute, "caddyfile")
-	expectReply(t, "before the reload", send(t, tester.Client, newEvent(t, "evt_drop_1", "obj_drop", 1)), http.StatusAccepted, "")
-	waitFor(t, "the event's attempt in flight", 10*time.Second, func() bool { return up.count("evt_drop_1") == 1 })
+	hooktest.ExpectReply(t, "before the reload", send(t, tester.Client, hooktest.NewEvent(t, "evt_drop_1", "obj_drop", 1)), http.StatusAccepted, "")
+	hooktest.WaitFor(t, "the event's attempt in flight", 10*time.Second, func() bool { return up.Count("evt_drop_1") == 1 })
 
 	reloaded := make(chan struct{})
 	go func() {
@@ -146,7 +147,7 @@ func TestRedisReloadDroppingABusyRouteLogsNoError(t *testing.T) {
 	}()
 	// The old config's app lets go of the route's deliverer (the admin API no longer finds it)
 	// and stops it, which waits for the attempt still held; its store is cleaned up after.
-	waitFor(t, "the route's deliverer to be let go", 10*time.Second, func() bool {
+	hooktest.WaitFor(t, "the route's deliverer to be let go", 10*time.Second, func() bool {
 		resp, err := http.Get("http://localhost:2999/hookgate/status/redisdrop")
 		if err != nil {
 			return false // the admin endpoint is being replaced
@@ -178,7 +179,7 @@ func TestRedisReloadDroppingABusyRouteLogsNoError(t *testing.T) {
 	if status != http.StatusOK || !strings.Contains(body, `"state":"delivered"`) {
 		t.Errorf("the event sent while its route was dropped, once the route is back: %d %s, want delivered", status, body)
 	}
-	if n := up.count("evt_drop_1"); n != 1 {
+	if n := up.Count("evt_drop_1"); n != 1 {
 		t.Errorf("the upstream got the event %d times, want once", n)
 	}
 }

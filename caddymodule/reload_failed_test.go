@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // A reload that fails to start keeps the old config running, so deliveries must keep going
@@ -15,7 +17,7 @@ import (
 // config starts (and so reconfigures the shared deliverer) before the http app fails in about
 // half the attempts; several attempts make that all but certain.
 func TestFailedReloadKeepsDeliveringToTheRunningUpstream(t *testing.T) {
-	running, other := newUpstream(t), newUpstream(t)
+	running, other := hooktest.NewUpstream(t), hooktest.NewUpstream(t)
 	tester := startAsyncGateway(t, "failedreload", running.Listener.Addr().String())
 
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
@@ -31,12 +33,12 @@ func TestFailedReloadKeepsDeliveringToTheRunningUpstream(t *testing.T) {
 		}
 	}
 
-	ev := newEvent(t, "evt_failedreload", "obj_failedreload", 1)
-	expectReply(t, "accepted", send(t, tester.Client, ev), http.StatusAccepted, "")
-	waitFor(t, "delivery to the running config's upstream", 10*time.Second, func() bool {
-		return running.count("evt_failedreload") == 1
+	ev := hooktest.NewEvent(t, "evt_failedreload", "obj_failedreload", 1)
+	hooktest.ExpectReply(t, "accepted", send(t, tester.Client, ev), http.StatusAccepted, "")
+	hooktest.WaitFor(t, "delivery to the running config's upstream", 10*time.Second, func() bool {
+		return running.Count("evt_failedreload") == 1
 	})
-	if n := other.total(); n != 0 {
+	if n := other.Total(); n != 0 {
 		t.Fatalf("the failed config's upstream got %d deliveries", n)
 	}
 }

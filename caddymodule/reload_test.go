@@ -6,15 +6,17 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // TestReloadAndValidateUnderTraffic reloads the config twice and validates it once while webhooks
 // keep arriving: the shared ledger must never hit Badger's directory lock, and every event must
 // reach the upstream exactly once with a 2xx to the provider.
 func TestReloadAndValidateUnderTraffic(t *testing.T) {
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	tester := startGateway(t, "reload", up)
-	expectReply(t, "warm-up", send(t, tester.Client, newEvent(t, "evt_reload_warm", "obj_reload", 1)), http.StatusOK, "upstream says hi")
+	hooktest.ExpectReply(t, "warm-up", send(t, tester.Client, hooktest.NewEvent(t, "evt_reload_warm", "obj_reload", 1)), http.StatusOK, "upstream says hi")
 
 	const senders = 4
 	var (
@@ -34,10 +36,10 @@ func TestReloadAndValidateUnderTraffic(t *testing.T) {
 				default:
 				}
 				id := fmt.Sprintf("evt_reload_%d_%d", s, i)
-				got, retries := sendUntilAnswered(tester.Client, newEvent(t, id, "obj_"+id, 1))
+				got, retries := sendUntilAnswered(tester.Client, hooktest.NewEvent(t, id, "obj_"+id, 1))
 				mu.Lock()
 				resent += retries
-				statuses[got.status]++
+				statuses[got.Status]++
 				sent = append(sent, id)
 				mu.Unlock()
 			}
@@ -61,14 +63,14 @@ func TestReloadAndValidateUnderTraffic(t *testing.T) {
 // sendUntilAnswered resends after a transport error, as a provider does. A reload closes idle
 // keep-alive connections, and a request written onto one at that instant gets no answer at all.
 // After 50 tries it gives up with status 0, which the test reports.
-func sendUntilAnswered(client *http.Client, ev *event) (reply, int) {
+func sendUntilAnswered(client *http.Client, ev *hooktest.Event) (hooktest.Reply, int) {
 	for retries := 0; retries < 50; retries++ {
 		if got, err := trySend(client, ev); err == nil {
 			return got, retries
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return reply{}, 50
+	return hooktest.Reply{}, 50
 }
 
 // validateWhileRunning does what `caddy validate` does, inside the running process: it provisions
@@ -82,13 +84,13 @@ func validateWhileRunning(t *testing.T, caddyfile string) {
 
 // expectAllOKEachOnce fails t unless every event sent through a reload was answered 200 and
 // reached the upstream exactly once.
-func expectAllOKEachOnce(t *testing.T, statuses map[int]int, sent []string, up *upstream) {
+func expectAllOKEachOnce(t *testing.T, statuses map[int]int, sent []string, up *hooktest.Upstream) {
 	t.Helper()
 	if len(statuses) != 1 || statuses[http.StatusOK] != len(sent) {
 		t.Fatalf("answers by status: %v, want all %d to be 200", statuses, len(sent))
 	}
 	for _, id := range sent {
-		if n := up.count(id); n != 1 {
+		if n := up.Count(id); n != 1 {
 			t.Fatalf("upstream saw %s %d times, want exactly once", id, n)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/hookgate/hookgate/internal/hooktest"
 	"github.com/hookgate/hookgate/verify"
 )
 
@@ -83,7 +84,7 @@ func (a *checkingApp) answered() ([]int, []string) {
 func eventState(t *testing.T, route, id string) string {
 	t.Helper()
 	var shown string
-	waitFor(t, id+" delivered or dead", 15*time.Second, func() bool {
+	hooktest.WaitFor(t, id+" delivered or dead", 15*time.Second, func() bool {
 		_, shown = admin(t, http.MethodGet, "/hookgate/events/"+route+"/"+id)
 		return strings.Contains(shown, `"state":"delivered"`) || strings.Contains(shown, `"state":"dead"`)
 	})
@@ -98,7 +99,7 @@ func TestResignDeliversEventsDelayedPastTheAppsWindow(t *testing.T) {
 	for _, resign := range []bool{false, true} {
 		t.Run(fmt.Sprintf("resign=%v", resign), func(t *testing.T) {
 			route := fmt.Sprintf("resign_window_%v", resign)
-			addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+			addr := fmt.Sprintf("127.0.0.1:%d", hooktest.FreePort(t))
 			extra := []string{"max_attempts 1000"}
 			if resign {
 				extra = append(extra, "resign")
@@ -107,10 +108,10 @@ func TestResignDeliversEventsDelayedPastTheAppsWindow(t *testing.T) {
 			tester.InitServer(presetGatewayConfig("stripe", route, unusedUpstream, asyncRoute(addr, extra...)), "caddyfile")
 
 			id := "evt_" + route
-			expectReply(t, "accepted while the app is down", send(t, tester.Client, presetEvent(t, "stripe", id, `{"id":"`+id+`","type":"test"}`)),
+			hooktest.ExpectReply(t, "accepted while the app is down", send(t, tester.Client, presetEvent(t, "stripe", id, `{"id":"`+id+`","type":"test"}`)),
 				http.StatusAccepted, "")
 			time.Sleep(appWindow + 500*time.Millisecond) // the outage outlasts the app's window
-			app := startCheckingApp(t, addr, "stripe", testSecret)
+			app := startCheckingApp(t, addr, "stripe", hooktest.Secret)
 
 			shown := eventState(t, route, id)
 			statuses, failures := app.answered()
@@ -131,7 +132,7 @@ func TestResignDeliversEventsDelayedPastTheAppsWindow(t *testing.T) {
 func eventAttempts(t *testing.T, route, id string) int {
 	t.Helper()
 	_, shown := admin(t, http.MethodGet, "/hookgate/events/"+route+"/"+id)
-	var ev adminEvent
+	var ev struct{ Attempts int }
 	if err := json.Unmarshal([]byte(shown), &ev); err != nil {
 		t.Fatalf("admin API event %s: %v: %s", id, err, shown)
 	}
@@ -143,22 +144,22 @@ func eventAttempts(t *testing.T, route, id string) int {
 func TestResignUsesTheFirstSecretAfterReload(t *testing.T) {
 	const newSecret = "whsec_bmV3LXJlc2lnbi1zZWNyZXQtZm9yLXRoZS1hcHA="
 	route := "resign_reload"
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", hooktest.FreePort(t))
 	config := func(secrets ...string) string {
 		cfg := presetGatewayConfig("stripe", route, unusedUpstream, asyncRoute(addr, "max_attempts 1000", "resign"))
 		return strings.Replace(cfg, "secret  {env.HOOKGATE_TEST_SECRET}", "secret  "+strings.Join(secrets, "\n\t\tsecret  "), 1)
 	}
 	tester := caddytest.NewTester(t)
-	tester.InitServer(config(testSecret), "caddyfile")
+	tester.InitServer(config(hooktest.Secret), "caddyfile")
 	id := "evt_resign_reload"
-	expectReply(t, "accepted while the app is down", send(t, tester.Client, presetEvent(t, "stripe", id, `{"id":"`+id+`"}`)), http.StatusAccepted, "")
+	hooktest.ExpectReply(t, "accepted while the app is down", send(t, tester.Client, presetEvent(t, "stripe", id, `{"id":"`+id+`"}`)), http.StatusAccepted, "")
 
-	tester.InitServer(config(newSecret, testSecret), "caddyfile") // the new secret first, the old beside it
+	tester.InitServer(config(newSecret, hooktest.Secret), "caddyfile") // the new secret first, the old beside it
 	// An attempt in flight during the reload finishes with the settings it started with (signed
 	// with the old secret): the app comes back once the next attempt has failed, so the ones it
 	// sees all started after the reload. Attempts of one event never overlap.
 	before := eventAttempts(t, route, id)
-	waitFor(t, "an attempt recorded after the reload", 15*time.Second, func() bool { return eventAttempts(t, route, id) > before })
+	hooktest.WaitFor(t, "an attempt recorded after the reload", 15*time.Second, func() bool { return eventAttempts(t, route, id) > before })
 	app := startCheckingApp(t, addr, "stripe", newSecret)
 	shown := eventState(t, route, id)
 	if statuses, failures := app.answered(); !strings.Contains(shown, `"state":"delivered"`) || len(statuses) != 1 || statuses[0] != http.StatusOK {
@@ -181,17 +182,17 @@ func TestSignUpstreamIsCheckedByTheApp(t *testing.T) {
 				tester.InitServer(presetGatewayConfig("stripe", route, app.Listener.Addr().String(), "sign_upstream "+gatewaySecret), "caddyfile")
 				got := send(t, tester.Client, presetEvent(t, "stripe", id, `{"id":"`+id+`"}`))
 				statuses, failures := app.answered()
-				if got.status != http.StatusOK || len(statuses) != 1 || statuses[0] != http.StatusOK {
-					t.Fatalf("gateway answered %d %q; app answered %v %q; want the app's check to pass", got.status, got.body, statuses, failures)
+				if got.Status != http.StatusOK || len(statuses) != 1 || statuses[0] != http.StatusOK {
+					t.Fatalf("gateway answered %d %q; app answered %v %q; want the app's check to pass", got.Status, got.Body, statuses, failures)
 				}
 				if h := app.headers[0]; h.Get("Webhook-Id") != id || h.Get("Stripe-Signature") == "" {
 					t.Fatalf("app got webhook-id %q and Stripe-Signature %q; want the event ID and the provider's header kept", h.Get("Webhook-Id"), h.Get("Stripe-Signature"))
 				}
 				return
 			}
-			addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+			addr := fmt.Sprintf("127.0.0.1:%d", hooktest.FreePort(t))
 			tester.InitServer(presetGatewayConfig("stripe", route, unusedUpstream, "sign_upstream "+gatewaySecret, asyncRoute(addr, "max_attempts 1000")), "caddyfile")
-			expectReply(t, "accepted while the app is down", send(t, tester.Client, presetEvent(t, "stripe", id, `{"id":"`+id+`"}`)), http.StatusAccepted, "")
+			hooktest.ExpectReply(t, "accepted while the app is down", send(t, tester.Client, presetEvent(t, "stripe", id, `{"id":"`+id+`"}`)), http.StatusAccepted, "")
 			time.Sleep(appWindow + 500*time.Millisecond)
 			app := startCheckingApp(t, addr, "standard", gatewaySecret)
 			shown := eventState(t, route, id)
@@ -204,11 +205,6 @@ func TestSignUpstreamIsCheckedByTheApp(t *testing.T) {
 		})
 	}
 }
-
-// taskServiceScheme is the scheme the task service's receiver checks (../shared/seeds): sha256= and
-// the hex HMAC-SHA256 of "{timestamp}.{body}", the timestamp in seconds in x-webhook-timestamp.
-var taskServiceScheme = verify.Config{SignatureHeader: "X-Webhook-Signature", Prefix: "sha256=", Encoding: "hex",
-	Signed: "{timestamp}.{body}", TimestampHeader: "X-Webhook-Timestamp", TimestampUnit: "s"}
 
 // sign_upstream in the app's own scheme: a GitHub event (signed over the body alone, no
 // timestamp) reaches an app that checks the task service's scheme with its own secret and a
@@ -234,15 +230,15 @@ func TestSignUpstreamInTheAppsSchemeIsCheckedByTheApp(t *testing.T) {
 			ev := presetEvent(t, "github", id, `{"action":"opened","number":7}`)
 			var app *checkingApp
 			if mode == "sync" {
-				app = startCheckingAppOf(t, "", taskServiceScheme, appSecret)
+				app = startCheckingAppOf(t, "", hooktest.TaskServiceScheme, appSecret)
 				tester.InitServer(presetGatewayConfig("github", route, app.Listener.Addr().String(), signUpstream), "caddyfile")
-				expectReply(t, "handed on", send(t, tester.Client, ev), http.StatusOK, "")
+				hooktest.ExpectReply(t, "handed on", send(t, tester.Client, ev), http.StatusOK, "")
 			} else {
-				addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+				addr := fmt.Sprintf("127.0.0.1:%d", hooktest.FreePort(t))
 				tester.InitServer(presetGatewayConfig("github", route, unusedUpstream, signUpstream, asyncRoute(addr, "max_attempts 1000")), "caddyfile")
-				expectReply(t, "accepted while the app is down", send(t, tester.Client, ev), http.StatusAccepted, "")
+				hooktest.ExpectReply(t, "accepted while the app is down", send(t, tester.Client, ev), http.StatusAccepted, "")
 				time.Sleep(appWindow + 500*time.Millisecond) // the outage outlasts the app's window
-				app = startCheckingAppOf(t, addr, taskServiceScheme, appSecret)
+				app = startCheckingAppOf(t, addr, hooktest.TaskServiceScheme, appSecret)
 				if shown := eventState(t, route, id); !strings.Contains(shown, `"state":"delivered"`) {
 					t.Fatalf("after the outage: %s, want delivered", shown)
 				}
@@ -265,7 +261,7 @@ func TestSignUpstreamInTheAppsSchemeIsCheckedByTheApp(t *testing.T) {
 // was off), passes the app's own check, and the kept URL never reaches the app.
 func TestResignTurnedOnByReloadResignsHubspotBacklog(t *testing.T) {
 	const route = "resign_hubspot_reload"
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", hooktest.FreePort(t))
 	config := func(extra ...string) string {
 		return presetGatewayConfig("hubspot", route, unusedUpstream, asyncRoute(addr, append([]string{"max_attempts 1000"}, extra...)...))
 	}
@@ -275,15 +271,15 @@ func TestResignTurnedOnByReloadResignsHubspotBacklog(t *testing.T) {
 	cfg, _ := verify.Preset("hubspot")
 	body := `[{"eventId":4242,"subscriptionType":"contact.creation"}]`
 	signed := &verify.Message{Header: http.Header{}, Body: []byte(body), Method: http.MethodPost, URL: gateURL}
-	if err := verify.SignMessage(cfg, testSecret, "", time.Now(), signed); err != nil {
+	if err := verify.SignMessage(cfg, hooktest.Secret, "", time.Now(), signed); err != nil {
 		t.Fatal(err)
 	}
-	expectReply(t, "accepted while the app is down", send(t, tester.Client, &event{id: "4242", body: body, headers: signed.Header}), http.StatusAccepted, "")
+	hooktest.ExpectReply(t, "accepted while the app is down", send(t, tester.Client, &hooktest.Event{ID: "4242", Body: body, Headers: signed.Header}), http.StatusAccepted, "")
 	time.Sleep(appWindow + 500*time.Millisecond) // the outage outlasts the app's window
 
 	tester.InitServer(config("resign"), "caddyfile")
 	cfg.Tolerance = appWindow
-	check, err := verify.New(cfg, []string{testSecret})
+	check, err := verify.New(cfg, []string{hooktest.Secret})
 	if err != nil {
 		t.Fatal(err)
 	}

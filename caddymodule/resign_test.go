@@ -20,6 +20,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/hooktest"
 	"github.com/hookgate/hookgate/verify"
 	"go.uber.org/zap"
 )
@@ -105,7 +106,7 @@ func TestResignHookEveryPreset(t *testing.T) {
 // a secret.
 func TestResignProvisionRefusals(t *testing.T) {
 	t.Setenv("HOOKGATE_UNIT_SECRET", "s3cr3t-value")
-	discordKey := ed25519Pair("hookgate-test-discord-event-key!").public
+	discordKey := hooktest.Ed25519Pair("hookgate-test-discord-event-key!").Public
 	whpk := "whpk_" + base64.StdEncoding.EncodeToString(ed25519.NewKeyFromSeed([]byte("hookgate-test-standard-v1a-seed!")).Public().(ed25519.PublicKey))
 	resign := &Forward{URL: "http://127.0.0.1:3000", Resign: true}
 	for name, tc := range map[string]struct {
@@ -113,17 +114,17 @@ func TestResignProvisionRefusals(t *testing.T) {
 		wantErr string
 	}{
 		"discord":                    {Handler{Preset: "discord", PublicKeys: []string{discordKey}, Forward: resign}, "provider's private key"},
-		"sendgrid":                   {Handler{Preset: "sendgrid", PublicKeys: []string{ecdsaPair(t).public}, Forward: resign}, "provider's private key"},
+		"sendgrid":                   {Handler{Preset: "sendgrid", PublicKeys: []string{ecdsaPair(t).Public}, Forward: resign}, "provider's private key"},
 		"standard with whpk_ only":   {Handler{Preset: "standard", PublicKeys: []string{whpk}, Forward: resign}, "provider's private key"},
 		"linear":                     {Handler{Preset: "linear", Secrets: []string{"{env.HOOKGATE_UNIT_SECRET}"}, Forward: resign}, "timestamp inside the body"},
 		"sign_upstream not base64":   {Handler{Preset: "stripe", Secrets: []string{"x"}, SignUpstream: gatewaySigning("whsec_{env.HOOKGATE_UNIT_SECRET}")}, "sign_upstream must be a Standard Webhooks secret"},
 		"sign_upstream unset env":    {Handler{Preset: "stripe", Secrets: []string{"x"}, SignUpstream: gatewaySigning("{env.HOOKGATE_NOT_SET_ANYWHERE}")}, "sign_upstream #1"},
-		"sign_upstream on standard":  {Handler{Preset: "standard", Secrets: []string{testSecret}, SignUpstream: gatewaySigning(testSecret)}, "overwrite the provider's own webhook-"},
-		"sign_upstream on openai":    {Handler{Preset: "openai", Secrets: []string{testSecret}, SignUpstream: gatewaySigning(testSecret)}, "overwrite the provider's own webhook-"},
-		"sign_upstream on a generic": {Handler{Preset: "generic", Overrides: verify.Overrides{SignatureHeader: "Webhook-Signature"}, ID: &Source{From: "header", Name: "X-Id"}, Secrets: []string{"x"}, SignUpstream: gatewaySigning(testSecret)}, "overwrite the provider's own webhook-signature"},
+		"sign_upstream on standard":  {Handler{Preset: "standard", Secrets: []string{hooktest.Secret}, SignUpstream: gatewaySigning(hooktest.Secret)}, "overwrite the provider's own webhook-"},
+		"sign_upstream on openai":    {Handler{Preset: "openai", Secrets: []string{hooktest.Secret}, SignUpstream: gatewaySigning(hooktest.Secret)}, "overwrite the provider's own webhook-"},
+		"sign_upstream on a generic": {Handler{Preset: "generic", Overrides: verify.Overrides{SignatureHeader: "Webhook-Signature"}, ID: &Source{From: "header", Name: "X-Id"}, Secrets: []string{"x"}, SignUpstream: gatewaySigning(hooktest.Secret)}, "overwrite the provider's own webhook-signature"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			expectProvisionRefused(t, tc.h, tc.wantErr, "s3cr3t-value", testSecret)
+			expectProvisionRefused(t, tc.h, tc.wantErr, "s3cr3t-value", hooktest.Secret)
 		})
 	}
 }
@@ -289,9 +290,9 @@ func TestSignUpstreamSignsEveryAppSchemeItCan(t *testing.T) {
 	provider, _ := verify.Preset("github")
 	body := []byte(`{"id":"evt_app_1","type":"invoice.paid"}`)
 	for _, name := range verify.PresetNames() {
-		app, err := (&UpstreamScheme{Preset: name, Secret: testSecret}).appScheme(testSecret)
+		app, err := (&UpstreamScheme{Preset: name, Secret: hooktest.Secret}).appScheme(hooktest.Secret)
 		if want, refused := cannot[name]; refused {
-			if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), testSecret) {
+			if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), hooktest.Secret) {
 				t.Errorf("sign_upstream %s: %v, want it refused saying %q, without the secret", name, err, want)
 			}
 			continue
@@ -300,14 +301,14 @@ func TestSignUpstreamSignsEveryAppSchemeItCan(t *testing.T) {
 			t.Errorf("sign_upstream %s: %v", name, err)
 			continue
 		}
-		s := &upstreamSigner{app: app, appKey: testSecret, providerHeaders: []string{provider.SignatureHeader, provider.TimestampHeader}}
+		s := &upstreamSigner{app: app, appKey: hooktest.Secret, providerHeaders: []string{provider.SignatureHeader, provider.TimestampHeader}}
 		header := http.Header{"X-Hub-Signature-256": {"sha256=the-providers"}, "X-Github-Delivery": {"d-1"}}
 		if err := s.signGateway(header, http.MethodPost, "evt_app_1", body, time.Now()); err != nil {
 			t.Errorf("sign_upstream %s: signing: %v", name, err)
 			continue
 		}
 		own, _ := verify.Preset(name)
-		check, err := verify.New(own, []string{testSecret})
+		check, err := verify.New(own, []string{hooktest.Secret})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // TestSecretRotationWithNoDowntime follows the rotation procedure of docs/operations.md while a provider keeps
@@ -18,7 +19,7 @@ import (
 // old secret is refused.
 func TestSecretRotationWithNoDowntime(t *testing.T) {
 	const oldSecret, newSecret = "whsec_b2xkLXJvdGF0aW9uLXNlY3JldC0x", "whsec_bmV3LXJvdGF0aW9uLXNlY3JldC0y"
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	withSecrets := func(secrets ...string) string {
 		lines := "secret  " + strings.Join(secrets, "\n\t\tsecret  ")
 		return strings.Replace(gatewayConfig("rotation_live", up.Listener.Addr().String()), "secret  {env.HOOKGATE_TEST_SECRET}", lines, 1)
@@ -45,9 +46,9 @@ func TestSecretRotationWithNoDowntime(t *testing.T) {
 				}
 				id := fmt.Sprintf("evt_rotation_%d_%d", s, i)
 				body := fmt.Sprintf(`{"data":{"object":{"id":%q,"updated":1}}}`, id)
-				got, _ := sendUntilAnswered(tester.Client, signedEvent(t, id, body, time.Now(), providerSecret.Load().(string)))
+				got, _ := sendUntilAnswered(tester.Client, hooktest.SignedEvent(t, id, body, time.Now(), providerSecret.Load().(string)))
 				mu.Lock()
-				statuses[got.status]++
+				statuses[got.Status]++
 				sent = append(sent, id)
 				mu.Unlock()
 			}
@@ -65,7 +66,7 @@ func TestSecretRotationWithNoDowntime(t *testing.T) {
 	wg.Wait()
 
 	expectAllOKEachOnce(t, statuses, sent, up)
-	stale := signedEvent(t, "evt_rotation_old", `{"data":{"object":{"id":"o","updated":1}}}`, time.Now(), oldSecret)
-	expectReply(t, "the old secret after its removal", send(t, tester.Client, stale), http.StatusUnauthorized, "signature")
+	stale := hooktest.SignedEvent(t, "evt_rotation_old", `{"data":{"object":{"id":"o","updated":1}}}`, time.Now(), oldSecret)
+	hooktest.ExpectReply(t, "the old secret after its removal", send(t, tester.Client, stale), http.StatusUnauthorized, "signature")
 	t.Logf("%d events during the rotation, all 200, each delivered once", len(sent))
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hookgate/hookgate/caddymodule/hookgatecmd"
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // chromiumPath is Debian's chromium, which ./xcaddy.sh test installs when it is missing.
@@ -135,17 +136,17 @@ func startUIProxy(t *testing.T) string {
 // "Replay all dead" replays nothing until its confirmation is clicked. Another site's page
 // cannot replay anything.
 func TestDeadLetterPageInBrowser(t *testing.T) {
-	up := newUpstream(t)
-	up.status.Store(http.StatusBadRequest)
+	up := hooktest.NewUpstream(t)
+	up.Status.Store(http.StatusBadRequest)
 	cfg := gatewayConfig("uipage", unusedUpstream, asyncRoute(up.Listener.Addr().String(), "max_attempts 1"))
 	tester := caddytest.NewTester(t)
 	tester.InitServer(cfg, "caddyfile")
 	browser := newBrowser(t, 90*time.Second)
 
 	for _, id := range []string{"evt_ui_1", "evt_ui_2"} {
-		expectReply(t, "accepted", send(t, tester.Client, newEvent(t, id, "obj_"+id, 1)), http.StatusAccepted, "")
+		hooktest.ExpectReply(t, "accepted", send(t, tester.Client, hooktest.NewEvent(t, id, "obj_"+id, 1)), http.StatusAccepted, "")
 	}
-	waitFor(t, "both events dead", 10*time.Second, func() bool {
+	hooktest.WaitFor(t, "both events dead", 10*time.Second, func() bool {
 		_, body := admin(t, http.MethodGet, "/hookgate/events/uipage?state=dead")
 		return strings.Count(body, `"id":`) == 2
 	})
@@ -240,14 +241,14 @@ func TestDeadLetterPageInBrowser(t *testing.T) {
 		t.Fatalf("after refused replays the event is %s, want still dead", body)
 	}
 
-	up.status.Store(http.StatusOK)
+	up.Status.Store(http.StatusOK)
 	if err := chromedp.Do(browser,
 		chromedp.Click(chromedp.CSS(`#dead tr[data-id="evt_ui_1"] button`)),
 		chromedp.WaitNotPresent(row("evt_ui_1")),
 	); err != nil {
 		t.Fatalf("the replayed dead letter never left the page: %v", err)
 	}
-	waitFor(t, "the replayed event delivered", 10*time.Second, func() bool { return up.count("evt_ui_1") == 2 })
+	hooktest.WaitFor(t, "the replayed event delivered", 10*time.Second, func() bool { return up.Count("evt_ui_1") == 2 })
 	message, err := chromedp.Run(browser, chromedp.Text(chromedp.ID("message")))
 	if err != nil || !strings.Contains(message, "replayed 1") {
 		t.Fatalf("the page says %q (%v), want it to say the event was replayed", message, err)
@@ -255,7 +256,7 @@ func TestDeadLetterPageInBrowser(t *testing.T) {
 	if _, body := admin(t, http.MethodGet, "/hookgate/events/uipage/evt_ui_1"); !strings.Contains(body, `"state":"delivered"`) {
 		t.Fatalf("after the replay the event is %s, want delivered", body)
 	}
-	if n := up.count("evt_ui_2"); n != 1 {
+	if n := up.Count("evt_ui_2"); n != 1 {
 		t.Fatalf("the other dead letter was sent %d times, want once (only evt_ui_1 was replayed)", n)
 	}
 	if err := chromedp.Do(browser, chromedp.WaitVisible(row("evt_ui_2"))); err != nil {
@@ -278,8 +279,8 @@ func TestDeadLetterPageInBrowser(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(artifactDir(t), "dead-letter-page-confirm.png"), shot, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, body := admin(t, http.MethodGet, "/hookgate/events/uipage/evt_ui_2"); !strings.Contains(body, `"state":"dead"`) || up.count("evt_ui_2") != 1 {
-		t.Fatalf("after one click on Replay all dead the event is %s and was sent %d times, want still dead, sent once", body, up.count("evt_ui_2"))
+	if _, body := admin(t, http.MethodGet, "/hookgate/events/uipage/evt_ui_2"); !strings.Contains(body, `"state":"dead"`) || up.Count("evt_ui_2") != 1 {
+		t.Fatalf("after one click on Replay all dead the event is %s and was sent %d times, want still dead, sent once", body, up.Count("evt_ui_2"))
 	}
 	if err := chromedp.Do(browser,
 		chromedp.Click(replayAll("confirm-replay-all")),
@@ -287,7 +288,7 @@ func TestDeadLetterPageInBrowser(t *testing.T) {
 	); err != nil {
 		t.Fatalf("the confirmed replay of all dead letters never emptied the page: %v", err)
 	}
-	waitFor(t, "the confirmed replay delivered", 10*time.Second, func() bool { return up.count("evt_ui_2") == 2 })
+	hooktest.WaitFor(t, "the confirmed replay delivered", 10*time.Second, func() bool { return up.Count("evt_ui_2") == 2 })
 	if message, err = chromedp.Run(browser, chromedp.Text(chromedp.ID("message"))); err != nil || !strings.Contains(message, "replayed 1 (every dead letter of uipage)") {
 		t.Fatalf("the page says %q (%v), want it to say one dead letter was replayed", message, err)
 	}
@@ -311,7 +312,7 @@ func TestDeadLetterPageReplayAllGoesOnWhereItStopped(t *testing.T) {
 	}
 	allReplayed := func() bool {
 		for _, id := range behind {
-			if up.count(id) < 2 {
+			if up.Count(id) < 2 {
 				return false
 			}
 		}
@@ -326,7 +327,7 @@ func TestDeadLetterPageReplayAllGoesOnWhereItStopped(t *testing.T) {
 		if err := chromedp.Do(browser, chromedp.Click(replayAll("replay-all")), chromedp.Click(replayAll("confirm-replay-all"))); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the replay's answer on the page", 10*time.Second, func() bool { return strings.Contains(message(), "replayed") })
+		hooktest.WaitFor(t, "the replay's answer on the page", 10*time.Second, func() bool { return strings.Contains(message(), "replayed") })
 		drained()
 	}
 	for id, n := range upstreamCounts(up, behind) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/chromedp/chromedp"
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // hostileUpstream answers with a malformed status line that carries markup, which Go's
@@ -65,9 +66,9 @@ func TestDeadLetterPageShowsHostileTextAsText(t *testing.T) {
 	urlID := "https://sender.example//events/1"
 	ids := []string{hostileID, urlID, ".", ".."}
 	for _, id := range ids {
-		expectReply(t, "accepted", send(t, tester.Client, newEvent(t, id, "obj_"+url.QueryEscape(id), 1)), http.StatusAccepted, "")
+		hooktest.ExpectReply(t, "accepted", send(t, tester.Client, hooktest.NewEvent(t, id, "obj_"+url.QueryEscape(id), 1)), http.StatusAccepted, "")
 	}
-	waitFor(t, "both events dead", 10*time.Second, func() bool {
+	hooktest.WaitFor(t, "both events dead", 10*time.Second, func() bool {
 		_, body := admin(t, http.MethodGet, "/hookgate/events/uihostile?state=dead&fields=delivery")
 		return strings.Count(body, `"id":`) == len(ids)
 	})
@@ -115,7 +116,7 @@ func TestDeadLetterPageShowsHostileTextAsText(t *testing.T) {
 		if err != nil || !clicked {
 			t.Fatalf("no Replay button for %s (%v)", id, err)
 		}
-		waitFor(t, "the replayed "+id+" delivered", 10*time.Second, func() bool { return up.count(id) == 2 })
+		hooktest.WaitFor(t, "the replayed "+id+" delivered", 10*time.Second, func() bool { return up.count(id) == 2 })
 		if _, err := chromedp.Run(browser, chromedp.Poll[bool](`document.getElementById("message").textContent.includes("replayed 1 (" + `+jsString(id)+` + ")")`,
 			chromedp.WithPollingTimeout(5*time.Second))); err != nil {
 			message, _ := chromedp.Run(browser, chromedp.Text(chromedp.ID("message")))

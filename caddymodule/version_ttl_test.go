@@ -8,6 +8,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 func TestUnmarshalCaddyfileVersionTTL(t *testing.T) {
@@ -42,12 +43,12 @@ func TestVersionTTLShorterThanDedupeTTLIsRefused(t *testing.T) {
 
 // Once an entity's version has expired, an older event of it is no longer known to be stale.
 func TestOlderVersionGoesThroughAfterVersionTTL(t *testing.T) {
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	tester := startGateway(t, "vttl", up, "dedupe_ttl 1s", "version_ttl 2s")
 
-	expectReply(t, "v2", send(t, tester.Client, newEvent(t, "evt_vttl_v2", "obj_vttl", 2)), http.StatusOK, "upstream says hi")
+	hooktest.ExpectReply(t, "v2", send(t, tester.Client, hooktest.NewEvent(t, "evt_vttl_v2", "obj_vttl", 2)), http.StatusOK, "upstream says hi")
 	advanced := time.Now()
-	expectReply(t, "v1 within version_ttl", send(t, tester.Client, newEvent(t, "evt_vttl_v1", "obj_vttl", 1)), http.StatusOK, `"stale":true`)
+	hooktest.ExpectReply(t, "v1 within version_ttl", send(t, tester.Client, hooktest.NewEvent(t, "evt_vttl_v1", "obj_vttl", 1)), http.StatusOK, `"stale":true`)
 	time.Sleep(time.Until(advanced.Add(2*time.Second + 200*time.Millisecond)))
-	expectReply(t, "v1 after version_ttl", send(t, tester.Client, newEvent(t, "evt_vttl_v1b", "obj_vttl", 1)), http.StatusOK, "upstream says hi")
+	hooktest.ExpectReply(t, "v1 after version_ttl", send(t, tester.Client, hooktest.NewEvent(t, "evt_vttl_v1b", "obj_vttl", 1)), http.StatusOK, "upstream says hi")
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookgate/hookgate/internal/hooktest"
 	"go.uber.org/zap/zapcore"
 )
 
@@ -48,7 +49,7 @@ func TestLowDiskReclaimsAsTheDelivererPolls(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "the reclaim to end", 10*time.Second, func() bool {
+	hooktest.WaitFor(t, "the reclaim to end", 10*time.Second, func() bool {
 		return f.count(zapcore.InfoLevel, "reclaimed the ledger's disk space") == 1
 	})
 	if n := counting.reclaims.Load(); n != 1 {

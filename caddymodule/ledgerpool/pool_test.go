@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 var errDiskRefused = errors.New("injected: the disk refused a write")
@@ -49,7 +50,7 @@ func TestFailedLedgerRefusesThenReopensFromDisk(t *testing.T) {
 		t.Fatal("an accept on the failed store succeeded")
 	}
 	began := time.Now()
-	waitFor(t, "an accept on the reopened store", 15*time.Second, func() bool { return accept("evt_reopen_2") == nil })
+	hooktest.WaitFor(t, "an accept on the reopened store", 15*time.Second, func() bool { return accept("evt_reopen_2") == nil })
 	if waited := time.Since(began); waited > reopenDelay+5*time.Second {
 		t.Fatalf("reopened after %v, reopenDelay is %v", waited, reopenDelay)
 	}

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/hooktest"
 	"github.com/hookgate/hookgate/internal/redistest"
 )
 
@@ -33,7 +34,7 @@ func TestRedisUsernameFromFileNeverLogged(t *testing.T) {
 	if _, err := pool.Claim(ctx, claim); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the persistence check's line", 10*time.Second, func() bool { return logs.Len() > 0 })
+	hooktest.WaitFor(t, "the persistence check's line", 10*time.Second, func() bool { return logs.Len() > 0 })
 	srv.Stop()
 	if _, err := pool.Claim(ctx, dedupe.Claim{Namespace: "r", ID: "evt_user_2", Lease: time.Minute}); err != errRedisDown {
 		t.Fatalf("with Redis down: %v", err)

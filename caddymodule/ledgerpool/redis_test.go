@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/hooktest"
 	"github.com/hookgate/hookgate/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -56,7 +57,7 @@ func restartAndWaitForClaims(t *testing.T, srv *redistest.Server, claim func(id 
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "claims to work again", 10*time.Second, func() bool { return claim(fmt.Sprintf("evt_up_%d", time.Now().UnixNano())) == nil })
+	hooktest.WaitFor(t, "claims to work again", 10*time.Second, func() bool { return claim(fmt.Sprintf("evt_up_%d", time.Now().UnixNano())) == nil })
 }
 
 // claimAfter claims n more IDs, evt_after_0 onwards, each of which must succeed.
@@ -81,7 +82,7 @@ func TestRedisPersistenceWarnedOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "the persistence WARN", 10*time.Second, func() bool { return countLogs(logs, zap.WarnLevel, "appendfsync everysec") > 0 })
+	hooktest.WaitFor(t, "the persistence WARN", 10*time.Second, func() bool { return countLogs(logs, zap.WarnLevel, "appendfsync everysec") > 0 })
 	time.Sleep(100 * time.Millisecond)
 	if n := countLogs(logs, zap.WarnLevel, "appendfsync"); n != 1 {
 		t.Fatalf("%d persistence WARNs after 20 claims, want 1", n)
@@ -92,7 +93,7 @@ func TestRedisPersistenceWarnedOnce(t *testing.T) {
 	if _, err := pool.Claim(ctx, dedupe.Claim{Namespace: "r", ID: "evt", Lease: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the persistence INFO", 10*time.Second, func() bool { return countLogs(logs, zap.InfoLevel, "writes every event to disk") == 1 })
+	hooktest.WaitFor(t, "the persistence INFO", 10*time.Second, func() bool { return countLogs(logs, zap.InfoLevel, "writes every event to disk") == 1 })
 	if n := len(logs.FilterLevelExact(zap.WarnLevel).All()); n != 0 {
 		t.Fatalf("%d WARNs on a durable Redis: %v", n, logs.All())
 	}
@@ -157,7 +158,7 @@ func TestRedisUserWithoutConfigWarnsOnceAndIsNeverUnavailable(t *testing.T) {
 	for i := range 100 {
 		request(i)
 	}
-	waitFor(t, "the persistence check's line", 10*time.Second, func() bool {
+	hooktest.WaitFor(t, "the persistence check's line", 10*time.Second, func() bool {
 		return countLogs(logs, zap.WarnLevel, "could not read Redis's persistence settings") > 0 || len(logs.FilterLevelExact(zap.ErrorLevel).All()) > 0
 	})
 	for i := 100; i < 200; i++ {
@@ -180,7 +181,7 @@ func TestRedisPersistenceCheckedAgainAfterReconnect(t *testing.T) {
 	if err := claim("evt_before"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the durable INFO", 10*time.Second, func() bool { return countLogs(logs, zap.InfoLevel, "writes every event to disk") == 1 })
+	hooktest.WaitFor(t, "the durable INFO", 10*time.Second, func() bool { return countLogs(logs, zap.InfoLevel, "writes every event to disk") == 1 })
 
 	// The server behind the address comes back without the append-only file.
 	srv.Stop()
@@ -194,7 +195,7 @@ func TestRedisPersistenceCheckedAgainAfterReconnect(t *testing.T) {
 	}
 	f.Close()
 	restartAndWaitForClaims(t, srv, claim)
-	waitFor(t, "the WARN about the new server's persistence", 10*time.Second, func() bool {
+	hooktest.WaitFor(t, "the WARN about the new server's persistence", 10*time.Second, func() bool {
 		return countLogs(logs, zap.WarnLevel, "without the append-only file") > 0
 	})
 	claimAfter(t, claim, 20)

@@ -10,7 +10,7 @@
 // Until POST /up the app is down: every request is answered 503 unchecked.
 // GET /seen lists every request as JSON: [{path, status, id?, timestamp?, error?}].
 // Once listening on a free loopback port it prints {"port":N} on stdout.
-// Started by caddymodule/e2e_resign_test.go; `npm ci` in this folder installs the libraries.
+// Started by caddymodule/e2e/resign_apps_test.go; `npm ci` in this folder installs the libraries.
 
 import { createServer } from 'node:http';
 import Stripe from 'stripe';

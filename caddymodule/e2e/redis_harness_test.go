@@ -1,4 +1,6 @@
-package caddymodule
+//go:build e2e
+
+package e2e
 
 import (
 	"bytes"
@@ -17,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookgate/hookgate/internal/hooktest"
 	"github.com/hookgate/hookgate/internal/redistest"
 )
 
@@ -125,7 +128,7 @@ func (n *gatewayNode) start(t *testing.T) {
 	if err := n.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, n.name+" listening", 20*time.Second, func() bool {
+	hooktest.WaitFor(t, n.name+" listening", 20*time.Second, func() bool {
 		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", n.port))
 		if err == nil {
 			c.Close()
@@ -259,24 +262,24 @@ func (s *deliverySink) waitDelivered(t *testing.T, ids []string, within time.Dur
 }
 
 // answerKind names an answer of a hookgate route.
-func answerKind(got reply, err error) string {
+func answerKind(got hooktest.Reply, err error) string {
 	switch {
 	case err != nil:
 		return "error"
-	case got.status == http.StatusAccepted:
+	case got.Status == http.StatusAccepted:
 		return "accepted"
-	case got.status == http.StatusOK && strings.Contains(got.body, `"duplicate":true`):
+	case got.Status == http.StatusOK && strings.Contains(got.Body, `"duplicate":true`):
 		return "duplicate"
-	case got.status == http.StatusOK && strings.Contains(got.body, `"stale":true`):
+	case got.Status == http.StatusOK && strings.Contains(got.Body, `"stale":true`):
 		return "stale"
-	case got.status == http.StatusOK && strings.Contains(got.body, `"sink":"delivered"`):
+	case got.Status == http.StatusOK && strings.Contains(got.Body, `"sink":"delivered"`):
 		return "forwarded"
-	case got.status == http.StatusConflict && got.header.Get("Retry-After") != "":
+	case got.Status == http.StatusConflict && got.Header.Get("Retry-After") != "":
 		return "in-flight"
-	case got.status == http.StatusServiceUnavailable && got.header.Get("Retry-After") != "":
+	case got.Status == http.StatusServiceUnavailable && got.Header.Get("Retry-After") != "":
 		return "unavailable"
 	}
-	return fmt.Sprintf("%d %s", got.status, bytes.TrimSpace([]byte(got.body)))
+	return fmt.Sprintf("%d %s", got.Status, bytes.TrimSpace([]byte(got.Body)))
 }
 
 // tally counts outcomes from many goroutines.

@@ -1,4 +1,6 @@
-package caddymodule
+//go:build e2e
+
+package e2e
 
 import (
 	"fmt"
@@ -8,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/deliver"
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // TestTwoNodesOnRedisSurvivorDeliversWhatTheKilledNodeAcknowledged loads both nodes with signed
@@ -89,7 +92,7 @@ func TestTwoNodesOnRedisRestartAnswer503WhileDownThenDeliverEverything(t *testin
 	}
 	var mu sync.Mutex
 	var answers []answer
-	record := func(sent, done time.Time, got reply, err error) {
+	record := func(sent, done time.Time, got hooktest.Reply, err error) {
 		mu.Lock()
 		answers = append(answers, answer{sent, done, answerKind(got, err)})
 		mu.Unlock()
@@ -105,9 +108,9 @@ func TestTwoNodesOnRedisRestartAnswer503WhileDownThenDeliverEverything(t *testin
 	// A provider's sync route is refused too while Redis is down.
 	client := twoNodeClient()
 	for i := 0; time.Since(down) < downFor; i++ {
-		ev := newEvent(t, fmt.Sprintf("evt_restart_sync_%d", i), "obj_restart_sync", i+1)
+		ev := hooktest.NewEvent(t, fmt.Sprintf("evt_restart_sync_%d", i), "obj_restart_sync", i+1)
 		sent := time.Now()
-		got, err := trySendTo(client, nodes[i%2].url("sync"), ev)
+		got, err := hooktest.TrySendTo(client, nodes[i%2].url("sync"), ev)
 		record(sent, time.Now(), got, err)
 		time.Sleep(100 * time.Millisecond)
 	}

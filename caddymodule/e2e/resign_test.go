@@ -1,4 +1,6 @@
-package caddymodule
+//go:build e2e
+
+package e2e
 
 import (
 	"encoding/json"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookgate/hookgate/internal/hooktest"
 	"github.com/hookgate/hookgate/verify"
 )
 
@@ -49,10 +52,10 @@ var resignCases = []resignCase{
 	{name: "tasks-resign", scheme: "task", resign: true, app: "task", secret: resignTaskSecret},
 	{name: "stripe-late", scheme: "stripe", app: "stripe", secret: resignStripeSecret},
 	{name: "stripe-resign", scheme: "stripe", resign: true, app: "stripe", secret: resignStripeSecret},
-	{name: "standard-late", scheme: "standard", app: "standard", secret: testSecret},
+	{name: "standard-late", scheme: "standard", app: "standard", secret: hooktest.Secret},
 	// The provider still signs with the secret being rotated out; the app knows the new one,
 	// the route's first: re-signing uses the first.
-	{name: "standard-resign", scheme: "standard", route: "secret {env.RESIGN_OLD_SECRET}", resign: true, app: "standard", secret: testSecret},
+	{name: "standard-resign", scheme: "standard", route: "secret {env.RESIGN_OLD_SECRET}", resign: true, app: "standard", secret: hooktest.Secret},
 	// The app trusts hookgate's signature instead of the provider's.
 	{name: "stripe-gateway", scheme: "stripe", route: "sign_upstream {env.RESIGN_GATEWAY_SECRET}", app: "standard", secret: resignGatewaySecret},
 }
@@ -98,7 +101,7 @@ func (c resignCase) signed(t *testing.T, ts time.Time) (id, body string, header 
 		body = fmt.Sprintf(`{"id":%q,"object":"event","type":"invoice.paid","data":{"object":{"id":"in_%s"}}}`, id, c.name)
 		return id, body, presetSigned(t, "stripe", resignStripeSecret, id, ts, body)
 	}
-	secret := testSecret
+	secret := hooktest.Secret
 	if strings.Contains(c.route, "RESIGN_OLD_SECRET") {
 		secret = resignOldSecret
 	}
@@ -209,12 +212,12 @@ func TestE2EResignAfterOutage(t *testing.T) {
 	for _, c := range resignCases {
 		signedAt = time.Now().Add(-resignSignedAgo)
 		id, body, header := c.signed(t, signedAt)
-		ev := &event{id: id, body: body, headers: header}
-		got, err := trySendTo(client, fmt.Sprintf("http://localhost:%d/hooks/%s", g.port, c.name), ev)
+		ev := &hooktest.Event{ID: id, Body: body, Headers: header}
+		got, err := hooktest.TrySendTo(client, fmt.Sprintf("http://localhost:%d/hooks/%s", g.port, c.name), ev)
 		if err != nil {
 			t.Fatalf("%s: sending: %v", c.name, err)
 		}
-		expectReply(t, c.name+": accepted 295 s after signing", got, http.StatusAccepted, id)
+		hooktest.ExpectReply(t, c.name+": accepted 295 s after signing", got, http.StatusAccepted, id)
 	}
 
 	// One outage for every route, until the original signatures (the last one signed included)

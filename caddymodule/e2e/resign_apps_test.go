@@ -1,4 +1,6 @@
-package caddymodule
+//go:build e2e
+
+package e2e
 
 import (
 	"bytes"
@@ -121,7 +123,7 @@ func startLibraryApp(t *testing.T, routes map[string]libraryRoute) *libraryApp {
 	if err != nil {
 		t.Fatalf("node not found (install Node.js 20+, e.g. apt-get install nodejs npm, then run `npm ci` in verify/testdata/oracle): %v", err)
 	}
-	dir := filepath.Join("..", "verify", "testdata", "oracle")
+	dir := filepath.Join(repoRoot, "verify", "testdata", "oracle")
 	if _, err := os.Stat(filepath.Join(dir, "node_modules")); err != nil {
 		t.Fatalf("the providers' libraries are not installed: run `npm ci` in verify/testdata/oracle (./xcaddy.sh test does it): %v", err)
 	}

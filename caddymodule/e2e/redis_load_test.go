@@ -1,4 +1,6 @@
-package caddymodule
+//go:build e2e
+
+package e2e
 
 import (
 	"fmt"
@@ -7,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // twoNodeLoad is a load of signed events on two nodes, one entity per event: event i goes first
@@ -16,10 +20,10 @@ import (
 type twoNodeLoad struct {
 	nodes   [2]*gatewayNode
 	routes  []string
-	events  []*event
+	events  []*hooktest.Event
 	senders int
 	// answered, if set, sees every answer with when its request was sent and answered.
-	answered func(sent, done time.Time, got reply, err error)
+	answered func(sent, done time.Time, got hooktest.Reply, err error)
 
 	outcomes tally
 	ackCount atomic.Int64
@@ -35,7 +39,7 @@ type twoNodeLoad struct {
 func newTwoNodeLoad(t *testing.T, name string, nodes [2]*gatewayNode, routes []string, total, senders int) *twoNodeLoad {
 	l := &twoNodeLoad{nodes: nodes, routes: routes, senders: senders, ackedBy: map[string]int{}, finished: make(chan struct{})}
 	for i := range total {
-		l.events = append(l.events, newEvent(t, fmt.Sprintf("evt_%s_%d", name, i), fmt.Sprintf("obj_%s_%d", name, i), 1))
+		l.events = append(l.events, hooktest.NewEvent(t, fmt.Sprintf("evt_%s_%d", name, i), fmt.Sprintf("obj_%s_%d", name, i), 1))
 	}
 	t.Cleanup(func() { l.stop.Store(true) })
 	return l
@@ -61,7 +65,7 @@ func (l *twoNodeLoad) send(client *http.Client, i int) {
 	ev, route, node := l.events[i], l.routes[i%len(l.routes)], i%2
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && !l.stop.Load(); {
 		sent := time.Now()
-		got, err := trySendTo(client, l.nodes[node].url(route), ev)
+		got, err := hooktest.TrySendTo(client, l.nodes[node].url(route), ev)
 		if l.answered != nil {
 			l.answered(sent, time.Now(), got, err)
 		}
@@ -69,7 +73,7 @@ func (l *twoNodeLoad) send(client *http.Client, i int) {
 		l.outcomes.add(o)
 		if o == "accepted" || o == "duplicate" {
 			l.mu.Lock()
-			l.ackedBy[ev.id] = node
+			l.ackedBy[ev.ID] = node
 			l.mu.Unlock()
 			l.ackCount.Add(1)
 			return
@@ -78,7 +82,7 @@ func (l *twoNodeLoad) send(client *http.Client, i int) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	l.mu.Lock()
-	l.given = append(l.given, ev.id)
+	l.given = append(l.given, ev.ID)
 	l.mu.Unlock()
 }
 
@@ -98,7 +102,7 @@ func (l *twoNodeLoad) waitAcked(t *testing.T) {
 // waitAckCount waits until n events are acknowledged.
 func (l *twoNodeLoad) waitAckCount(t *testing.T, n int) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("%d acknowledged", n), 60*time.Second, func() bool { return l.ackCount.Load() >= int64(n) })
+	hooktest.WaitFor(t, fmt.Sprintf("%d acknowledged", n), 60*time.Second, func() bool { return l.ackCount.Load() >= int64(n) })
 }
 
 // acked lists the acknowledged events, all or only those node acknowledged (node ≥ 0).

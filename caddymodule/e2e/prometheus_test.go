@@ -1,4 +1,6 @@
-package caddymodule
+//go:build e2e
+
+package e2e
 
 import (
 	"encoding/json"
@@ -14,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // prometheusServer is a prometheus process of the test's own: its own directory and port on
@@ -32,7 +36,7 @@ func startPrometheus(t *testing.T, config string) *prometheusServer {
 	if err := os.WriteFile(file, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := &prometheusServer{url: fmt.Sprintf("http://127.0.0.1:%d", freePort(t)), log: filepath.Join(dir, "prometheus.log")}
+	p := &prometheusServer{url: fmt.Sprintf("http://127.0.0.1:%d", hooktest.FreePort(t)), log: filepath.Join(dir, "prometheus.log")}
 	logFile, err := os.Create(p.log)
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +57,7 @@ func startPrometheus(t *testing.T, config string) *prometheusServer {
 			t.Logf("prometheus's log:\n%s", tailOf(string(out), 4000))
 		}
 	})
-	waitFor(t, "prometheus to be ready", 60*time.Second, func() bool {
+	hooktest.WaitFor(t, "prometheus to be ready", 60*time.Second, func() bool {
 		resp, err := http.Get(p.url + "/-/ready")
 		if err != nil {
 			return false
@@ -223,21 +227,21 @@ scrape_configs:
 		t.Helper()
 		req := g.signedRequest(t, id)
 		req.URL.Path = "/queue/alerted"
-		expectReply(t, id, doRequest(t, http.DefaultClient, req), status, "")
+		hooktest.ExpectReply(t, id, hooktest.DoRequest(t, http.DefaultClient, req), status, "")
 	}
 	send("evt_prom_ok", http.StatusAccepted)
 	forged := g.signedRequest(t, "evt_prom_forged")
 	forged.URL.Path = "/queue/alerted"
 	forged.Header.Set("Webhook-Signature", "v1,"+strings.Repeat("A", 43)+"=")
-	expectReply(t, "forged", doRequest(t, http.DefaultClient, forged), http.StatusUnauthorized, "")
+	hooktest.ExpectReply(t, "forged", hooktest.DoRequest(t, http.DefaultClient, forged), http.StatusUnauthorized, "")
 	// Prometheus has the delivery and a dead count of 0 (the series exists before any death), and
 	// has evaluated the rules since: the alert is not firing.
-	waitFor(t, "Prometheus to scrape the delivery and the dead count at 0", 60*time.Second, func() bool {
+	hooktest.WaitFor(t, "Prometheus to scrape the delivery and the dead count at 0", 60*time.Second, func() bool {
 		return len(prom.query(t, `hookgate_deliveries_total{route="alerted",result="delivered"} == 1`)) == 1 &&
 			len(prom.query(t, `hookgate_deliveries_total{route="alerted",result="dead"} == 0`)) == 1
 	})
 	scraped := time.Now()
-	waitFor(t, "Prometheus to evaluate the rules on what it scraped", 30*time.Second, func() bool {
+	hooktest.WaitFor(t, "Prometheus to evaluate the rules on what it scraped", 30*time.Second, func() bool {
 		return prom.evaluatedAfter(t, "HookgateDeadLetters", scraped)
 	})
 	if got := prom.alerts(t, "HookgateDeadLetters"); len(got) != 0 {
@@ -249,7 +253,7 @@ scrape_configs:
 		send(fmt.Sprintf("evt_prom_dies_%d", i), http.StatusAccepted)
 	}
 	var firing []alert
-	waitFor(t, "HookgateDeadLetters firing in Prometheus's API", 90*time.Second, func() bool {
+	hooktest.WaitFor(t, "HookgateDeadLetters firing in Prometheus's API", 90*time.Second, func() bool {
 		firing = nil
 		for _, a := range prom.alerts(t, "HookgateDeadLetters") {
 			if a.State == "firing" {
@@ -268,7 +272,7 @@ scrape_configs:
 	t.Logf("firing: %v %v", a.Labels, a.Annotations["description"])
 
 	// The dashboard's panels all have something to show from this Prometheus.
-	for _, q := range dashboardQueries(t) {
+	for _, q := range hooktest.DashboardQueries(t, prometheusExamples) {
 		if len(prom.query(t, q)) == 0 {
 			t.Errorf("dashboard query %s returns no series", q)
 		}

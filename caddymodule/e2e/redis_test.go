@@ -1,4 +1,6 @@
-package caddymodule
+//go:build e2e
+
+package e2e
 
 import (
 	"fmt"
@@ -9,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // TestTwoNodesOnRedisForwardAnEventSentToBothOnce sends each signed event to both nodes at the
@@ -39,8 +43,8 @@ func sentToBothAtOnce(t *testing.T, storage string, asyncRoutes, syncRoutes []st
 		var pairs tally
 		ids := make([]string, nAsync)
 		parallel(nAsync, 16, func(i int) {
-			ev := newEvent(t, fmt.Sprintf("evt_both_async_%d", i), fmt.Sprintf("obj_both_async_%d", i), 1)
-			ids[i] = ev.id
+			ev := hooktest.NewEvent(t, fmt.Sprintf("evt_both_async_%d", i), fmt.Sprintf("obj_both_async_%d", i), 1)
+			ids[i] = ev.ID
 			got := sendToBoth(client, nodes, asyncRoutes[i%len(asyncRoutes)], ev)
 			pairs.add(pairOf(got))
 		})
@@ -65,15 +69,15 @@ func sentToBothAtOnce(t *testing.T, storage string, asyncRoutes, syncRoutes []st
 		var retried tally
 		ids := make([]string, nSync)
 		parallel(nSync, 16, func(i int) {
-			ev := newEvent(t, fmt.Sprintf("evt_both_sync_%d", i), fmt.Sprintf("obj_both_sync_%d", i), 1)
-			ids[i] = ev.id
+			ev := hooktest.NewEvent(t, fmt.Sprintf("evt_both_sync_%d", i), fmt.Sprintf("obj_both_sync_%d", i), 1)
+			ids[i] = ev.ID
 			route := syncRoutes[i%len(syncRoutes)]
 			got := sendToBoth(client, nodes, route, ev)
 			pairs.add(pairOf(got))
 			// A provider retries a 409: once the first is done, the retry is a duplicate.
 			for node, o := range got {
 				if o == "in-flight" {
-					r, err := trySendTo(client, nodes[node].url(route), ev)
+					r, err := hooktest.TrySendTo(client, nodes[node].url(route), ev)
 					retried.add(answerKind(r, err))
 				}
 			}
@@ -97,14 +101,14 @@ func sentToBothAtOnce(t *testing.T, storage string, asyncRoutes, syncRoutes []st
 }
 
 // sendToBoth sends ev to route on both nodes at the same moment and returns their outcomes.
-func sendToBoth(client *http.Client, nodes [2]*gatewayNode, route string, ev *event) [2]string {
+func sendToBoth(client *http.Client, nodes [2]*gatewayNode, route string, ev *hooktest.Event) [2]string {
 	var got [2]string
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range nodes {
 		wg.Go(func() {
 			<-start
-			r, err := trySendTo(client, nodes[i].url(route), ev)
+			r, err := hooktest.TrySendTo(client, nodes[i].url(route), ev)
 			got[i] = answerKind(r, err)
 		})
 	}
@@ -139,14 +143,14 @@ func TestTwoNodesOnRedisDropStaleVersions(t *testing.T) {
 			var mu sync.Mutex
 			parallel(entities, 8, func(i int) {
 				entity := fmt.Sprintf("obj_order_%s_%d", mode.route, i)
-				v2 := newEvent(t, "evt_"+entity+"_v2", entity, 2)
-				v1 := newEvent(t, "evt_"+entity+"_v1", entity, 1)
+				v2 := hooktest.NewEvent(t, "evt_"+entity+"_v2", entity, 2)
+				v1 := hooktest.NewEvent(t, "evt_"+entity+"_v1", entity, 1)
 				mu.Lock()
-				v1s, v2s = append(v1s, v1.id), append(v2s, v2.id)
+				v1s, v2s = append(v1s, v1.ID), append(v2s, v2.ID)
 				mu.Unlock()
-				got, err := trySendTo(client, nodes[i%2].url(mode.route), v2)
+				got, err := hooktest.TrySendTo(client, nodes[i%2].url(mode.route), v2)
 				newer.add(answerKind(got, err))
-				got, err = trySendTo(client, nodes[1-i%2].url(mode.route), v1)
+				got, err = hooktest.TrySendTo(client, nodes[1-i%2].url(mode.route), v1)
 				older.add(answerKind(got, err))
 			})
 			sink.waitDelivered(t, v2s, 30*time.Second)
@@ -166,14 +170,14 @@ func TestTwoNodesOnRedisDropStaleVersions(t *testing.T) {
 		const entities, versions = 40, 5
 		sink.delay.Store(int64(20 * time.Millisecond)) // deliveries overlap across the nodes
 		defer sink.delay.Store(0)
-		var sends []*event
+		var sends []*hooktest.Event
 		var latest []string
 		for e := range entities {
 			entity := fmt.Sprintf("obj_shuffled_%d", e)
 			for v := 1; v <= versions; v++ {
-				sends = append(sends, newEvent(t, fmt.Sprintf("evt_%s_v%d", entity, v), entity, v))
+				sends = append(sends, hooktest.NewEvent(t, fmt.Sprintf("evt_%s_v%d", entity, v), entity, v))
 			}
-			latest = append(latest, sends[len(sends)-1].id)
+			latest = append(latest, sends[len(sends)-1].ID)
 		}
 		rand.Shuffle(len(sends), func(i, j int) { sends[i], sends[j] = sends[j], sends[i] })
 		sink.mu.Lock()
@@ -181,7 +185,7 @@ func TestTwoNodesOnRedisDropStaleVersions(t *testing.T) {
 		sink.mu.Unlock()
 		var answers tally
 		parallel(len(sends), 32, func(i int) {
-			got, err := trySendTo(client, nodes[i%2].url("async"), sends[i])
+			got, err := hooktest.TrySendTo(client, nodes[i%2].url("async"), sends[i])
 			answers.add(answerKind(got, err))
 		})
 		sink.waitDelivered(t, latest, 30*time.Second)

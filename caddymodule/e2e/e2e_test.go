@@ -1,4 +1,6 @@
-package caddymodule
+//go:build e2e
+
+package e2e
 
 import (
 	"cmp"
@@ -14,8 +16,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookgate/hookgate/internal/redistest"
+	"github.com/hookgate/hookgate/internal/hooktest"
+	"github.com/hookgate/hookgate/internal/paralleltest"
 )
+
+// repoRoot is the repository's root, from this package's directory. The built binary runs there,
+// so a config named by a relative path (Caddyfile, examples/…) is the repository's own.
+const repoRoot = "../.."
+
+// Every test of the package runs its own Caddy processes, Redis servers, ports and directories,
+// and calls t.Parallel: four at a time, as they ran in caddymodule, where they waited on the same
+// two cores with the integration tests.
+func TestMain(m *testing.M) {
+	paralleltest.Default(4)
+	os.Exit(m.Run())
+}
 
 // binaryGateway is the xcaddy-built binary running the repository's root Caddyfile: hookgate in
 // front of the demo upstream, exactly what the README's first command runs.
@@ -27,26 +42,15 @@ type binaryGateway struct {
 	cmd         *exec.Cmd
 }
 
-// freePort is a port for a server the test starts later; the parallel tests never get the same
-// one, nor one a Redis server or cluster bus of theirs was given.
-func freePort(t *testing.T) int {
-	t.Helper()
-	port, err := redistest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return port
-}
-
 func newBinaryGateway(t *testing.T, config string) *binaryGateway {
-	g := &binaryGateway{bin: caddyBinary(t), config: config, dataHome: t.TempDir(), port: freePort(t)}
+	g := &binaryGateway{bin: caddyBinary(t), config: config, dataHome: t.TempDir(), port: hooktest.FreePort(t)}
 	g.env = append(os.Environ(),
 		"XDG_DATA_HOME="+g.dataHome,
 		"XDG_CONFIG_HOME="+g.dataHome,
 		fmt.Sprintf("HOOKGATE_PORT=%d", g.port),
-		fmt.Sprintf("HOOKGATE_UPSTREAM_PORT=%d", freePort(t)),
-		fmt.Sprintf("HOOKGATE_ADMIN=localhost:%d", freePort(t)),
-		"HOOKGATE_SECRET="+testSecret,
+		fmt.Sprintf("HOOKGATE_UPSTREAM_PORT=%d", hooktest.FreePort(t)),
+		fmt.Sprintf("HOOKGATE_ADMIN=localhost:%d", hooktest.FreePort(t)),
+		"HOOKGATE_SECRET="+hooktest.Secret,
 	)
 	t.Cleanup(g.kill)
 	return g
@@ -55,7 +59,7 @@ func newBinaryGateway(t *testing.T, config string) *binaryGateway {
 func (g *binaryGateway) run(t *testing.T, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(g.bin, args...)
-	cmd.Dir = ".."
+	cmd.Dir = repoRoot
 	cmd.Env = g.env
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -67,7 +71,7 @@ func (g *binaryGateway) run(t *testing.T, args ...string) string {
 func (g *binaryGateway) start(t *testing.T) {
 	t.Helper()
 	g.cmd = exec.Command(g.bin, "run", "--config", g.config, "--adapter", "caddyfile")
-	g.cmd.Dir = ".."
+	g.cmd.Dir = repoRoot
 	g.cmd.Env = g.env
 	g.cmd.Stderr = &prefixWriter{t: t}
 	if err := g.cmd.Start(); err != nil {
@@ -95,8 +99,8 @@ func (g *binaryGateway) kill() {
 func (g *binaryGateway) signedRequest(t *testing.T, id string) *http.Request {
 	t.Helper()
 	url := fmt.Sprintf("http://localhost:%d/hooks/demo", g.port)
-	line := strings.TrimSpace(g.run(t, "hookgate", "sign", "--preset", "standard", "--secret", testSecret, "--url", url, "--id", id))
-	url, hdr, body := parseCurl(t, curlArgs(t, line))
+	line := strings.TrimSpace(g.run(t, "hookgate", "sign", "--preset", "standard", "--secret", hooktest.Secret, "--url", url, "--id", id))
+	url, hdr, body := hooktest.ParseCurl(hooktest.CurlArgs(t, line))
 	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -111,12 +115,12 @@ func TestEndToEndWithBuiltBinary(t *testing.T) {
 	g.start(t)
 
 	req := g.signedRequest(t, "evt_e2e_1")
-	expectReply(t, "signed by `caddy hookgate sign`", doRequest(t, http.DefaultClient, req), http.StatusOK, `"event_id":"evt_e2e_1","verified":"standard"`)
-	expectReply(t, "replay", doRequest(t, http.DefaultClient, req), http.StatusOK, `"duplicate":true`)
+	hooktest.ExpectReply(t, "signed by `caddy hookgate sign`", hooktest.DoRequest(t, http.DefaultClient, req), http.StatusOK, `"event_id":"evt_e2e_1","verified":"standard"`)
+	hooktest.ExpectReply(t, "replay", hooktest.DoRequest(t, http.DefaultClient, req), http.StatusOK, `"duplicate":true`)
 
 	forged := g.signedRequest(t, "evt_e2e_2")
 	forged.Header.Set("Webhook-Signature", "v1,"+strings.Repeat("A", 43)+"=")
-	expectReply(t, "forged", doRequest(t, http.DefaultClient, forged), http.StatusUnauthorized, "signature")
+	hooktest.ExpectReply(t, "forged", hooktest.DoRequest(t, http.DefaultClient, forged), http.StatusUnauthorized, "signature")
 
 	// `caddy validate` is a second process: it must provision the config while the server holds
 	// the ledger's lock.
@@ -127,15 +131,15 @@ func TestEndToEndWithBuiltBinary(t *testing.T) {
 	// Async mode on /queue/*: 202 at once, then delivered to the demo app, as the CLI shows.
 	queued := g.signedRequest(t, "evt_e2e_async")
 	queued.URL.Path = "/queue/demo"
-	expectReply(t, "async", doRequest(t, http.DefaultClient, queued), http.StatusAccepted, `{"received":true,"id":"evt_e2e_async"}`)
-	waitFor(t, "the CLI to list it as delivered", 10*time.Second, func() bool {
+	hooktest.ExpectReply(t, "async", hooktest.DoRequest(t, http.DefaultClient, queued), http.StatusAccepted, `{"received":true,"id":"evt_e2e_async"}`)
+	hooktest.WaitFor(t, "the CLI to list it as delivered", 10*time.Second, func() bool {
 		return strings.Contains(g.run(t, "hookgate", "events", "demo-async", "--state", "delivered", "--config", "Caddyfile"), `"id": "evt_e2e_async"`)
 	})
 
 	// The dedupe record is durable: after kill -9 and a restart the replay is still a duplicate.
 	g.kill()
 	g.start(t)
-	expectReply(t, "replay after kill -9", doRequest(t, http.DefaultClient, req), http.StatusOK, `"duplicate":true`)
+	hooktest.ExpectReply(t, "replay after kill -9", hooktest.DoRequest(t, http.DefaultClient, req), http.StatusOK, `"duplicate":true`)
 	if _, err := os.Stat(filepath.Join(g.dataHome, "caddy", "hookgate")); err != nil {
 		t.Fatalf("ledger not in Caddy's data directory: %v", err)
 	}

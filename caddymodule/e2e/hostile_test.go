@@ -1,4 +1,6 @@
-package caddymodule
+//go:build e2e
+
+package e2e
 
 import (
 	"bufio"
@@ -17,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookgate/hookgate/internal/hooktest"
 	"github.com/hookgate/hookgate/verify"
 )
 
@@ -26,7 +29,7 @@ import (
 // 200 or 503 (never left hanging), and once the senders are gone genuine events pass again.
 func TestSlowSendersCannotExhaustMemory(t *testing.T) {
 	t.Parallel()
-	forged, err := verify.Sign(mustPresetConfig(t, "standard"), testSecret, "evt_forged", time.Now(), []byte("another body"))
+	forged, err := verify.Sign(mustPresetConfig(t, "standard"), hooktest.Secret, "evt_forged", time.Now(), []byte("another body"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +63,7 @@ http://localhost:{$HOOKGATE_PORT:8080} {
 	bind 127.0.0.1
 	hookgate /hooks/discord {
 		preset     discord
-		public_key ` + ed25519Pair("hookgate-test-discord-event-key!").public + `
+		public_key ` + hooktest.Ed25519Pair("hookgate-test-discord-event-key!").Public + `
 	}
 	hookgate /hooks/twilio {
 		preset twilio
@@ -183,7 +186,7 @@ func slowSendersAgainstBinary(t *testing.T, config string, attack slowAttack) {
 	}
 	conns = nil
 	mu.Unlock()
-	waitFor(t, "a genuine event to pass once the senders are gone", 15*time.Second, func() bool {
+	hooktest.WaitFor(t, "a genuine event to pass once the senders are gone", 15*time.Second, func() bool {
 		resp, err := client.Do(g.signedRequest(t, "evt_hostile_2"))
 		if err != nil {
 			return false
@@ -261,7 +264,7 @@ http://localhost:{$HOOKGATE_PORT:8080} {
 	url := fmt.Sprintf("http://localhost:%d/hooks/demo", g.port)
 	client := &http.Client{Timeout: 60 * time.Second}
 	post := func(id string, body []byte) (int, string) {
-		header, err := verify.Sign(mustPresetConfig(t, "standard"), testSecret, id, time.Now(), body)
+		header, err := verify.Sign(mustPresetConfig(t, "standard"), hooktest.Secret, id, time.Now(), body)
 		if err != nil {
 			t.Error(err)
 			return 0, ""

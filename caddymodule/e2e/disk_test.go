@@ -1,4 +1,6 @@
-package caddymodule
+//go:build e2e
+
+package e2e
 
 import (
 	"bytes"
@@ -15,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // diskImageSize is the scratch filesystem's size: big enough that the default min_free (64 MiB)
@@ -26,6 +30,11 @@ const diskImageSize = 128 << 20
 // cannot: the tests run as root, and xcaddy.sh installs the tools.
 func mountScratchExt4(t *testing.T, size int64) string {
 	t.Helper()
+	needRoot(t, "loop-mounting an ext4 image")
+	need(t, "mkfs.ext4", "e2fsprogs")
+	for _, program := range []string{"losetup", "mount", "umount"} {
+		need(t, program, "mount")
+	}
 	run := func(name string, args ...string) string {
 		t.Helper()
 		out, err := exec.Command(name, args...).CombinedOutput()
@@ -85,7 +94,7 @@ func startLogged(t *testing.T, g *binaryGateway, log *logBuffer) {
 	if err := g.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "caddy listening", 20*time.Second, func() bool {
+	hooktest.WaitFor(t, "caddy listening", 20*time.Second, func() bool {
 		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", g.port))
 		if err == nil {
 			c.Close()
@@ -99,9 +108,9 @@ func (g *binaryGateway) alive() bool {
 }
 
 // bigEvent is a signed event with an 8 KiB body.
-func bigEvent(t testing.TB, id string) *event {
+func bigEvent(t testing.TB, id string) *hooktest.Event {
 	body := fmt.Sprintf(`{"type":"test","data":{"object":{"id":%q}},"pad":%q}`, id, strings.Repeat("x", 8<<10))
-	return signedEvent(t, id, body, time.Now(), testSecret)
+	return hooktest.SignedEvent(t, id, body, time.Now(), hooktest.Secret)
 }
 
 // diskGateway is the binary with an async route whose ledger is on dir, delivering to upstream
@@ -174,7 +183,7 @@ func TestFullDiskNeverTakesCaddyDown(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
 	mnt := mountScratchExt4(t, diskImageSize)
-	upPort := freePort(t)
+	upPort := hooktest.FreePort(t)
 	g, other := diskGateway(t, filepath.Join(mnt, "ledger"), upPort)
 	log := &logBuffer{t: t}
 	startLogged(t, g, log)
@@ -210,7 +219,7 @@ func TestFullDiskNeverTakesCaddyDown(t *testing.T) {
 		mu            sync.Mutex
 		acked         []string
 		unexpected    []string
-		refusal       reply
+		refusal       hooktest.Reply
 		wg            sync.WaitGroup
 	)
 	const maxEvents = 20000
@@ -218,18 +227,18 @@ func TestFullDiskNeverTakesCaddyDown(t *testing.T) {
 		wg.Go(func() {
 			for i := next.Add(1); i <= maxEvents && refused.Load() < 500; i = next.Add(1) {
 				ev := bigEvent(t, fmt.Sprintf("evt_flood_%d", i))
-				got, err := trySendTo(client, url, ev)
+				got, err := hooktest.TrySendTo(client, url, ev)
 				mu.Lock()
 				switch {
 				case err != nil:
 					unexpected = append(unexpected, err.Error())
-				case got.status == http.StatusAccepted:
-					acked = append(acked, ev.id)
-				case got.status == http.StatusServiceUnavailable:
+				case got.Status == http.StatusAccepted:
+					acked = append(acked, ev.ID)
+				case got.Status == http.StatusServiceUnavailable:
 					refused.Add(1)
 					refusal = got
 				default:
-					unexpected = append(unexpected, fmt.Sprintf("%d %s", got.status, got.body))
+					unexpected = append(unexpected, fmt.Sprintf("%d %s", got.Status, got.Body))
 				}
 				mu.Unlock()
 			}
@@ -251,12 +260,12 @@ func TestFullDiskNeverTakesCaddyDown(t *testing.T) {
 	if n := otherFailures.Load(); n > 0 {
 		t.Fatalf("the other site failed %d of %d checks during the flood", n, otherChecks.Load())
 	}
-	if refusal.header.Get("Retry-After") == "" || !strings.Contains(refusal.body, "disk is nearly full") {
-		t.Fatalf("a refusal without Retry-After or reason: %v %s", refusal.header, refusal.body)
+	if refusal.Header.Get("Retry-After") == "" || !strings.Contains(refusal.Body, "disk is nearly full") {
+		t.Fatalf("a refusal without Retry-After or reason: %v %s", refusal.Header, refusal.Body)
 	}
 
 	// The upstream comes up: every acknowledged event is delivered, and space comes back.
-	up := newUnstartedUpstream(t)
+	up := hooktest.NewUnstartedUpstream(t)
 	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", upPort))
 	if err != nil {
 		t.Fatal(err)
@@ -264,23 +273,23 @@ func TestFullDiskNeverTakesCaddyDown(t *testing.T) {
 	up.Listener.Close()
 	up.Listener = l
 	up.Start()
-	waitFor(t, "every acknowledged event at the upstream", 120*time.Second, func() bool {
+	hooktest.WaitFor(t, "every acknowledged event at the upstream", 120*time.Second, func() bool {
 		for _, id := range acked {
-			if up.count(id) == 0 {
+			if up.Count(id) == 0 {
 				return false
 			}
 		}
 		return true
 	})
 	delivered := time.Since(start)
-	var again reply
-	waitFor(t, "a new event accepted again, without a restart", 45*time.Second, func() bool {
-		again, err = trySendTo(client, url, bigEvent(t, fmt.Sprintf("evt_after_drain_%d", time.Now().UnixNano())))
-		return err == nil && again.status == http.StatusAccepted
+	var again hooktest.Reply
+	hooktest.WaitFor(t, "a new event accepted again, without a restart", 45*time.Second, func() bool {
+		again, err = hooktest.TrySendTo(client, url, bigEvent(t, fmt.Sprintf("evt_after_drain_%d", time.Now().UnixNano())))
+		return err == nil && again.Status == http.StatusAccepted
 	})
 	resumed := time.Since(start)
 	t.Logf("flood: %d events answered 202 and %d answered 503 in %v; all %d delivered at %v (%d distinct at the upstream); accepting again at %v; other site 200 in %d checks; %d WARN / %d INFO lines for the watermark",
-		len(acked), refused.Load(), flooded.Round(time.Millisecond), len(acked), delivered.Round(time.Millisecond), up.distinct(), resumed.Round(time.Millisecond),
+		len(acked), refused.Load(), flooded.Round(time.Millisecond), len(acked), delivered.Round(time.Millisecond), up.Distinct(), resumed.Round(time.Millisecond),
 		otherChecks.Load(), log.count("below min_free"), log.count("back above min_free"))
 
 	// Restart on a disk full to the brim: Caddy runs, the hook route answers 503, the other
@@ -291,9 +300,9 @@ func TestFullDiskNeverTakesCaddyDown(t *testing.T) {
 	startLogged(t, g, log)
 	full := bigEvent(t, "evt_on_full_disk")
 	for range 3 { // across the deliverer's first retries of the ledger that does not open
-		got, err := trySendTo(client, url, full)
-		if err != nil || got.status != http.StatusServiceUnavailable || !strings.Contains(got.body, "disk") {
-			t.Fatalf("hook route on a full disk: %v %d %s", err, got.status, got.body)
+		got, err := hooktest.TrySendTo(client, url, full)
+		if err != nil || got.Status != http.StatusServiceUnavailable || !strings.Contains(got.Body, "disk") {
+			t.Fatalf("hook route on a full disk: %v %d %s", err, got.Status, got.Body)
 		}
 		if resp, err := client.Get(other); err != nil || resp.StatusCode != http.StatusOK {
 			t.Fatalf("the other site on a full disk: %v %v", resp, err)
@@ -308,16 +317,10 @@ func TestFullDiskNeverTakesCaddyDown(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the event accepted once space is freed", 30*time.Second, func() bool {
-		got, err := trySendTo(client, url, full)
-		return err == nil && got.status == http.StatusAccepted
+	hooktest.WaitFor(t, "the event accepted once space is freed", 30*time.Second, func() bool {
+		got, err := hooktest.TrySendTo(client, url, full)
+		return err == nil && got.Status == http.StatusAccepted
 	})
-	waitFor(t, "that event delivered", 30*time.Second, func() bool { return up.count(full.id) > 0 })
+	hooktest.WaitFor(t, "that event delivered", 30*time.Second, func() bool { return up.Count(full.ID) > 0 })
 	t.Logf("full-disk restart: 503 while full, accepted and delivered once freed; whole test %v", time.Since(start).Round(time.Millisecond))
-}
-
-func (u *upstream) distinct() int {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return len(u.seen)
 }

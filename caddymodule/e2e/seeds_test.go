@@ -1,4 +1,6 @@
-package caddymodule
+//go:build e2e
+
+package e2e
 
 import (
 	"bufio"
@@ -17,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookgate/hookgate/internal/hooktest"
 	"github.com/hookgate/hookgate/verify"
 )
 
@@ -34,15 +37,16 @@ const seedsEvents = 20
 // seedsDir is ../shared/seeds beside the repository, or the test fails: CI has it.
 func seedsDir(t *testing.T) string {
 	t.Helper()
-	dir, err := filepath.Abs(filepath.Join("..", "..", "shared", "seeds"))
+	dir, err := filepath.Abs(filepath.Join(repoRoot, "..", "shared", "seeds"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "receiver", "webhook-demo.mjs")); err != nil {
 		t.Fatalf("the seed programs are not beside the repository (%v): the test runs them from ../shared/seeds", err)
 	}
+	need(t, "node", "nodejs")
 	if _, err := os.Stat(filepath.Join("testdata", "seeds", "node_modules", "esbuild")); err != nil {
-		t.Fatalf("testdata/seeds has no node_modules (%v): run npm ci there (./xcaddy.sh test does)", err)
+		t.Fatalf("caddymodule/e2e/testdata/seeds has no node_modules (%v): run npm ci there (apt-get install -y npm; ./xcaddy.sh test does both)", err)
 	}
 	return dir
 }
@@ -56,7 +60,7 @@ type seedsGateway struct {
 }
 
 func startSeedsGateway(t *testing.T) *seedsGateway {
-	g := &seedsGateway{binaryGateway: newBinaryGateway(t, "examples/seeds/Caddyfile"), asyncPort: freePort(t), receiverPort: freePort(t),
+	g := &seedsGateway{binaryGateway: newBinaryGateway(t, "examples/seeds/Caddyfile"), asyncPort: hooktest.FreePort(t), receiverPort: hooktest.FreePort(t),
 		platformSecret: "whsec_" + strings.Repeat("5eed", 8)} // the sender's own form: whsec_ and 32 hex digits, used raw
 	g.env = append(g.env, fmt.Sprintf("HOOKGATE_ASYNC_PORT=%d", g.asyncPort), fmt.Sprintf("TASK_SERVICE_PORT=%d", g.receiverPort),
 		"PLATFORM_WEBHOOK_SECRET="+g.platformSecret, "TASK_SERVICE_SECRET=replace-this-secret") // the receiver's, as written
@@ -108,7 +112,7 @@ func startSeedReceiver(t *testing.T, seeds string, port int, ahead time.Duration
 			}
 		}
 	}()
-	waitFor(t, "the receiver to listen", 20*time.Second, func() bool {
+	hooktest.WaitFor(t, "the receiver to listen", 20*time.Second, func() bool {
 		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err == nil {
 			c.Close()
@@ -248,7 +252,7 @@ func TestSeedProgramsWorkThroughAnAsyncRouteAfterAnOutageLongerThanTheReceiversW
 	if status := signedAtQueueTime(t, g.receiverPort, queued); status != http.StatusUnauthorized {
 		t.Fatalf("the control, signed in the receiver's scheme when the events were queued: %d, want 401 (the window passed)", status)
 	}
-	waitFor(t, "every event to reach the receiver after the outage", 90*time.Second, func() bool {
+	hooktest.WaitFor(t, "every event to reach the receiver after the outage", 90*time.Second, func() bool {
 		took, _ := receiver.accepted()
 		return len(took) >= seedsEvents
 	})
@@ -261,7 +265,7 @@ func TestSeedProgramsWorkThroughAnAsyncRouteAfterAnOutageLongerThanTheReceiversW
 func signedAtQueueTime(t *testing.T, port int, queued time.Time) int {
 	t.Helper()
 	body := []byte(`{"id":"evt_control","event":"task.completed","data":{"task_id":"task_control","version":1},"timestamp":0}`)
-	header, err := verify.Sign(taskServiceScheme, "replace-this-secret", "", queued, body)
+	header, err := verify.Sign(hooktest.TaskServiceScheme, "replace-this-secret", "", queued, body)
 	if err != nil {
 		t.Fatal(err)
 	}

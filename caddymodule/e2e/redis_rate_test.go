@@ -1,4 +1,6 @@
-package caddymodule
+//go:build e2e
+
+package e2e
 
 import (
 	"fmt"
@@ -7,6 +9,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // TestTwoNodesOnRedisShareTheRate runs two Caddy processes on one Redis with the same route under
@@ -26,9 +30,9 @@ func TestTwoNodesOnRedisShareTheRate(t *testing.T) {
 	ids := make([]string, events)
 	sending := time.Now()
 	parallel(events, 16, func(i int) {
-		ev := newEvent(t, fmt.Sprintf("evt_rate_%d", i), fmt.Sprintf("obj_rate_%d", i), 1)
-		ids[i] = ev.id
-		if got, err := trySendTo(client, nodes[i%2].url("rated"), ev); answerKind(got, err) != "accepted" {
+		ev := hooktest.NewEvent(t, fmt.Sprintf("evt_rate_%d", i), fmt.Sprintf("obj_rate_%d", i), 1)
+		ids[i] = ev.ID
+		if got, err := hooktest.TrySendTo(client, nodes[i%2].url("rated"), ev); answerKind(got, err) != "accepted" {
 			t.Errorf("event %d: %s", i, answerKind(got, err))
 		}
 	})

@@ -1,4 +1,6 @@
-package caddymodule
+//go:build e2e
+
+package e2e
 
 import (
 	"fmt"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/deliver"
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // TestAsyncCrashLosesNothingAcknowledged is the promise to operators, shown with the built
@@ -35,10 +38,10 @@ func TestAsyncRepeatedCrashesLoseNothingAcknowledged(t *testing.T) {
 // times, evenly through the acknowledgements, starting it again each time.
 func crashLoad(t *testing.T, name string, total, senders, kills int) {
 	const workers = 16 // the example's forward { workers }
-	up := newUpstream(t)
+	up := hooktest.NewUpstream(t)
 	g := newBinaryGateway(t, "examples/async.Caddyfile")
 	g.env = append(g.env,
-		"STANDARD_WEBHOOK_SECRET="+testSecret,
+		"STANDARD_WEBHOOK_SECRET="+hooktest.Secret,
 		fmt.Sprintf("HOOKGATE_FORWARD_PORT=%d", up.Listener.Addr().(*net.TCPAddr).Port),
 	)
 	g.start(t)
@@ -56,17 +59,17 @@ func crashLoad(t *testing.T, name string, total, senders, kills int) {
 	for range senders {
 		wg.Go(func() {
 			for i := next.Add(1); i <= int64(total); i = next.Add(1) {
-				ev := newEvent(t, fmt.Sprintf("evt_%s_%d", name, i), fmt.Sprintf("obj_%s_%d", name, i), 1)
+				ev := hooktest.NewEvent(t, fmt.Sprintf("evt_%s_%d", name, i), fmt.Sprintf("obj_%s_%d", name, i), 1)
 				// Like a provider: resend until acknowledged. A 200 duplicate acknowledges too:
 				// the event was queued, and its 202 lost in a kill.
 				for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-					got, err := trySendTo(client, url, ev)
-					if err == nil && (got.status == http.StatusAccepted || got.status == http.StatusOK) {
+					got, err := hooktest.TrySendTo(client, url, ev)
+					if err == nil && (got.Status == http.StatusAccepted || got.Status == http.StatusOK) {
 						mu.Lock()
-						acked = append(acked, ev.id)
+						acked = append(acked, ev.ID)
 						mu.Unlock()
 						ackCount.Add(1)
-						if got.status == http.StatusOK {
+						if got.Status == http.StatusOK {
 							ackedAsDuplicate.Add(1)
 						}
 						break
@@ -79,11 +82,11 @@ func crashLoad(t *testing.T, name string, total, senders, kills int) {
 	var atKills []string
 	for k := 1; k <= kills; k++ {
 		threshold := int64(k * total / (kills + 1))
-		waitFor(t, fmt.Sprintf("%d acknowledged before kill %d", threshold, k), 60*time.Second, func() bool {
+		hooktest.WaitFor(t, fmt.Sprintf("%d acknowledged before kill %d", threshold, k), 60*time.Second, func() bool {
 			return ackCount.Load() >= threshold
 		})
 		g.kill()
-		atKills = append(atKills, fmt.Sprintf("%d acked/%d delivered", ackCount.Load(), up.total()))
+		atKills = append(atKills, fmt.Sprintf("%d acked/%d delivered", ackCount.Load(), up.Total()))
 		time.Sleep(200 * time.Millisecond) // the senders keep trying against a dead gateway
 		g.start(t)
 	}
@@ -93,15 +96,15 @@ func crashLoad(t *testing.T, name string, total, senders, kills int) {
 		t.Fatalf("%d of %d events acknowledged", len(acked), total)
 	}
 
-	waitFor(t, "every acknowledged event at the upstream", 120*time.Second, func() bool {
+	hooktest.WaitFor(t, "every acknowledged event at the upstream", 120*time.Second, func() bool {
 		for _, id := range acked {
-			if up.count(id) == 0 {
+			if up.Count(id) == 0 {
 				return false
 			}
 		}
 		return true
 	})
-	deliveries := up.total()
+	deliveries := up.Total()
 	duplicates := deliveries - total // each acknowledged ID counted once, every ID acknowledged
 	// At a kill, events attempted and not yet recorded (in flight, or answered and waiting for
 	// their outcome's synced write) are at most deliver.UnrecordedPerWorker × the workers.
