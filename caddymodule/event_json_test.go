@@ -11,11 +11,16 @@ import (
 	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
+// nested is a stripe-shaped invoice.paid event whose pad field nests depth-1 arrays, so that the
+// body nests depth levels in all.
 func nested(id string, depth int) string {
 	return `{"id":"` + id + `","type":"invoice.paid","created":1,"data":{"object":{"id":"in_1"}},"pad":` +
 		strings.Repeat("[", depth-1) + strings.Repeat("]", depth-1) + `}`
 }
 
+// A route that reads JSON from the body refuses, with 400 and a reason, a signed body nested
+// deeper than 128 levels, before anything parses it; one nested exactly 128 deep passes, and
+// brackets inside strings are text.
 func TestJSONNestedDeeperThanTheLimitIsRefused(t *testing.T) {
 	const route = "json_depth"
 	up := hooktest.NewUpstream(t)
@@ -40,6 +45,9 @@ func TestJSONNestedDeeperThanTheLimitIsRefused(t *testing.T) {
 	}
 }
 
+// A key on a path hookgate reads that appears twice in its object, however spelt (\u escapes,
+// letter case), is refused with 400: gjson would read the first, the app most likely the last.
+// A key twice off the paths hookgate reads is the app's business, and passes.
 func TestDuplicateKeysOnAPathHookgateReadsAreRefused(t *testing.T) {
 	const route = "json_dup"
 	up := hooktest.NewUpstream(t)
@@ -77,6 +85,8 @@ func TestDuplicateKeysOnAPathHookgateReadsAreRefused(t *testing.T) {
 	}
 }
 
+// Linear's freshness is a field of the signed body: a body with that field twice, one of them
+// fresh, is refused rather than judged by the first.
 func TestDuplicateBodyTimestampIsRefused(t *testing.T) {
 	up := hooktest.NewUpstream(t)
 	tester := caddytest.NewTester(t)
@@ -89,6 +99,9 @@ func TestDuplicateBodyTimestampIsRefused(t *testing.T) {
 	hooktest.ExpectReply(t, "webhookTimestamp once", send(t, tester.Client, presetEvent(t, "linear", "lin_dup_2", fresh)), http.StatusOK, "upstream says hi")
 }
 
+// Two Stripe events whose IDs JavaScript's JSON.parse tells apart ("evt_\ud800" and
+// "evt_\udbff", lone surrogates) and Go reads alike (U+FFFD) are not made one: each is refused 400,
+// rather than the second being answered 200 duplicate, acknowledged and never handed on.
 func TestEventsWhoseIDsDifferOnlyInLoneSurrogatesAreRefusedNotDuplicates(t *testing.T) {
 	up := hooktest.NewUpstream(t)
 	tester := startStripeGateway(t, "json_surrogates", up)

@@ -4,7 +4,9 @@
 // (HOOKGATE_CADDY_BIN) as a separate process, and the programs beside it: redis-server and
 // redis-cli, a Prometheus server and promtool, Node.js (the providers' npm libraries, the seed
 // programs of ../shared/seeds), and a loop-mounted ext4 image for the full-disk test, which needs
-// root. caddymodule's own tests, which run Caddy in process (caddytest), stay in caddymodule.
+// root. caddymodule's own tests, which run Caddy in process (caddytest, on its fixed admin port),
+// stay in caddymodule; of those, the ones that drive Chromium (ui_browser*_test.go) carry the same
+// build constraint.
 //
 // Every file carries the build constraint e2e, so a plain `go test ./...` compiles none of them.
 // With the tag, a missing prerequisite fails the test that needs it, saying what to install or

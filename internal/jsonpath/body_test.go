@@ -10,11 +10,6 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// nested is a stripe-shaped invoice.paid event whose pad field nests depth-1 arrays, so that the
-// body nests depth levels in all.
-// A route that reads JSON from the body refuses, with 400 and a reason, a signed body nested
-// deeper than 128 levels, before anything parses it; one nested exactly 128 deep passes, and
-// brackets inside strings are text.
 // withinDepth counts brackets outside strings only, escaped quotes included.
 func TestJSONDepthCountsBracketsOutsideStrings(t *testing.T) {
 	for body, want := range map[string]bool{
@@ -32,11 +27,6 @@ func TestJSONDepthCountsBracketsOutsideStrings(t *testing.T) {
 	}
 }
 
-// A key on a path hookgate reads that appears twice in its object, however spelt (\u escapes,
-// letter case), is refused with 400: gjson would read the first, the app most likely the last.
-// A key twice off the paths hookgate reads is the app's business, and passes.
-// Linear's freshness is a field of the signed body: a body with that field twice, one of them
-// fresh, is refused rather than judged by the first.
 // A string on a read path that apps read in different ways (invalid UTF-8, which gjson keeps
 // byte for byte and Go's encoding/json reads as U+FFFD; a lone surrogate escape, which gjson and
 // Go read as U+FFFD and JavaScript's JSON.parse and Python keep as that code unit) is refused
@@ -121,9 +111,6 @@ func TestReadingAJSONFieldDoesNotCopyTheValuesItSkips(t *testing.T) {
 	}
 }
 
-// Two Stripe events whose IDs JavaScript's JSON.parse tells apart ("evt_\ud800" and
-// "evt_\udbff", lone surrogates) and Go reads alike (U+FFFD) are not made one: each is refused 400,
-// rather than the second being answered 200 duplicate, acknowledged and never handed on.
 // A JSON path names one value by its keys and array indexes; gjson's wildcards, queries and
 // modifiers, which pick among several, are refused, and `\` makes a dot part of a key.
 func TestJSONPathsNameOneValue(t *testing.T) {
