@@ -1,6 +1,8 @@
 package caddymodule
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -161,5 +163,30 @@ func TestRedisStorageOptions(t *testing.T) {
 	tc, _ := c.storeTarget()
 	if ta.Key != tb.Key || ta.Key == tc.Key || !ta.Redis.Options.IsClusterMode {
 		t.Fatalf("identities %q %q %q", ta.Key, tb.Key, tc.Key)
+	}
+}
+
+// A Redis username and password read from secrets files ({file.*}) reach the client, and neither
+// shows in the store's name, which logs and errors use, nor in the pool's key.
+func TestRedisUserAndPasswordFromFilesStayOutOfTheStoresName(t *testing.T) {
+	const user, password = "svc-user-5e0c41", "pw-3a9d77"
+	dir := t.TempDir()
+	userFile, pwFile := filepath.Join(dir, "user"), filepath.Join(dir, "pw")
+	for file, secret := range map[string]string{userFile: user, pwFile: password} {
+		if err := os.WriteFile(file, []byte(secret), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := Handler{Storage: &Storage{Backend: "redis", URLs: []string{"redis://127.0.0.1:6390"},
+		Username: "{file." + userFile + "}", Password: "{file." + pwFile + "}", Prefix: "secrets"}}
+	target, err := h.storeTarget()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := target.Redis.Options; o.Username != user || o.Password != password {
+		t.Fatalf("the client logs in as %q with %q, want the files' %q and %q", o.Username, o.Password, user, password)
+	}
+	if strings.Contains(target.Name, user) || strings.Contains(target.Name, password) || strings.Contains(target.Key, password) {
+		t.Fatalf("the store's name %q or key %q shows a secret", target.Name, target.Key)
 	}
 }

@@ -21,7 +21,7 @@ import (
 )
 
 // defaultLimit is how many events `events` asks for unless --limit says: the admin API's own
-// default (caddymodule/admin_list.go), asked for explicitly.
+// default (caddymodule/admin.go), asked for explicitly.
 const defaultLimit = 100
 
 // adminCommands are the operator's view of async routes, through the running Caddy's admin API.

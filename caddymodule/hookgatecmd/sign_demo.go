@@ -18,7 +18,7 @@ var demoEvents = map[string]string{
 	"sendgrid":   `[{"sg_event_id":%[1]s,"event":"processed","email":"demo@example.com","timestamp":%[2]d}]`,
 	"line":       `{"destination":"Uhookgatedemo","events":[{"type":"message","webhookEventId":%[1]s,"timestamp":%[2]d,"deliveryContext":{"isRedelivery":false}}]}`,
 	"gocardless": `{"events":[{"id":%[1]s,"resource_type":"payments","action":"created","created_at_ms":%[2]d}],"meta":{"webhook_id":%[1]s}}`,
-	// Linear's body carries the signed time the gateway checks (caddymodule/bodytimestamp.go).
+	// Linear's body carries the signed time the gateway checks (caddymodule/message.go).
 	"linear": `{"action":"create","type":"Issue","data":{"id":%[1]s},"webhookTimestamp":%[2]d}`,
 	// type 2 is an application command: type 1 would be the PING the gateway answers itself.
 	"discord": `{"id":%[1]s,"type":2,"token":"demo","data":{"name":"hookgate"},"sent_ms":%[2]d}`,

@@ -32,7 +32,7 @@ const testMinFree = 64 << 20
 
 func newFakeDisk(t *testing.T, dir string, free uint64) *fakeDisk {
 	t.Helper()
-	f := &fakeDisk{pool: newPooledLedger(dir, testMinFree)}
+	f := &fakeDisk{pool: newBadgerPool(BadgerTarget(dir), testMinFree)}
 	f.free.Store(free)
 	core, logs := observer.New(zap.InfoLevel)
 	f.logs = logs
@@ -158,7 +158,7 @@ func TestLedgerStaysClosedOnFullDiskUntilSpaceIsFreed(t *testing.T) {
 	f := newFakeDisk(t, dir, 0)
 	for range 5 {
 		_, err := f.pool.Lease(ctx, "q", time.Now(), 10, time.Minute)
-		wantUnavailable(t, "lease on a full disk", err, errDiskFull)
+		wantUnavailable(t, "lease on a full disk", err, ErrDiskFull)
 		_, err = f.pool.Accept(ctx, dedupe.Claim{Namespace: "q", ID: "evt_full"}, queued("evt_full"), time.Hour)
 		wantUnavailable(t, "accept on a full disk", err, ErrDiskLow)
 		f.set(0)
@@ -195,9 +195,9 @@ func TestLockedLedgerDirectoryNamesItsHolderOnce(t *testing.T) {
 	f := newFakeDisk(t, dir, 1<<30)
 	for range 3 {
 		_, err := f.pool.Lease(ctx, "q", time.Now(), 10, time.Minute)
-		wantUnavailable(t, "lease of a locked directory", err, errLedgerLocked)
+		wantUnavailable(t, "lease of a locked directory", err, ErrLedgerLocked)
 		_, err = f.pool.Accept(ctx, dedupe.Claim{Namespace: "q", ID: "evt_locked"}, queued("evt_locked"), time.Hour)
-		wantUnavailable(t, "accept into a locked directory", err, errLedgerLocked)
+		wantUnavailable(t, "accept into a locked directory", err, ErrLedgerLocked)
 		f.pool.mu.Lock()
 		f.pool.notBefore = time.Time{} // the next request tries the open again
 		f.pool.mu.Unlock()

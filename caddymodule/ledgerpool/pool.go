@@ -70,8 +70,8 @@ const reopenDelay = 2 * time.Second
 // Its disk watermark (diskspace.go) refuses new work when the filesystem runs low, and keeps the
 // store closed while there is not even room to open it.
 //
-// A Redis store (redispool.go) has neither: it is opened once, and while Redis cannot be reached
-// its calls fail with errRedisDown until it answers again.
+// A Redis store (redis.go) has neither: it is opened once, and while Redis cannot be reached
+// its calls fail with ErrRedisDown until it answers again.
 type Ledger struct {
 	key    string         // the pool's key (Target.Key); never logged
 	scope  string         // the data the routes' names share (Target.Scope)
@@ -94,7 +94,7 @@ type Ledger struct {
 	closed    bool
 	// unavailable is why the store could not be opened, as last logged; "" once it is open.
 	unavailable string
-	// reclaiming is set while a reclaim runs, reclaimedAt when the last one ended (reclaim.go).
+	// reclaiming is set while a reclaim runs, reclaimedAt when the last one ended (diskspace.go).
 	reclaiming  bool
 	reclaimedAt time.Time
 }
@@ -158,7 +158,7 @@ func Acquire(target Target, minFree uint64, commits badgerstore.CommitObserver) 
 		if target.Redis != nil {
 			return newRedisPool(target), nil
 		}
-		p := newPooledLedger(target.Dir, minFree)
+		p := newBadgerPool(target, minFree)
 		p.commits = commits
 		return p, nil
 	})
@@ -168,9 +168,12 @@ func Acquire(target Target, minFree uint64, commits badgerstore.CommitObserver) 
 	return val.(*Ledger), nil
 }
 
-func newPooledLedger(dir string, minFree uint64) *Ledger {
+// newBadgerPool is the pool entry of a Badger target, watching its disk with minFree.
+func newBadgerPool(target Target, minFree uint64) *Ledger {
 	logger := caddy.Log().Named("hookgate")
-	return &Ledger{key: dir, scope: dir, name: dir, dir: dir, logger: logger, disk: &diskWatermark{dir: dir, free: statfsFree, minFree: minFree, logger: logger}}
+	dir := target.Dir
+	return &Ledger{key: target.Key, scope: target.Scope, name: target.Name, dir: dir, logger: logger,
+		disk: &diskWatermark{dir: dir, free: statfsFree, minFree: minFree, logger: logger}}
 }
 
 // Detach drops one config's reference; the last one closes the store.
@@ -251,18 +254,18 @@ func (p *Ledger) open() (store, error) {
 		return nil, p.unavailableOr(errLedgerReopening)
 	}
 	if avail, need, ok := p.disk.roomToOpen(); !ok {
-		p.logUnavailable(errDiskFull, zap.String("free", humanize.IBytes(avail)), zap.String("needs", humanize.IBytes(need)))
-		return nil, errDiskFull
+		p.logUnavailable(ErrDiskFull, zap.String("free", humanize.IBytes(avail)), zap.String("needs", humanize.IBytes(need)))
+		return nil, ErrDiskFull
 	}
 	l, err := p.openStore()
 	if errors.Is(err, badgerstore.ErrLocked) {
 		pid, cmdline := badgerstore.LockHolder(p.dir)
-		p.logUnavailable(errLedgerLocked, zap.Int("holder_pid", pid), zap.String("holder_cmdline", cmdline), zap.Error(err))
-		err = errLedgerLocked
+		p.logUnavailable(ErrLedgerLocked, zap.Int("holder_pid", pid), zap.String("holder_cmdline", cmdline), zap.Error(err))
+		err = ErrLedgerLocked
 	}
 	if err != nil {
 		p.notBefore = time.Now().Add(reopenDelay)
-		if err != errLedgerLocked {
+		if err != ErrLedgerLocked {
 			p.unavailable = ""
 			return nil, fmt.Errorf("opening ledger: %w", err)
 		}
@@ -290,7 +293,7 @@ func (p *Ledger) logUnavailable(cause *Unavailable, fields ...zap.Field) {
 // unavailableOr is err, or while the store cannot be opened for a cause already logged, that
 // cause: a request between two tries is refused for the same reason. The caller holds p.mu.
 func (p *Ledger) unavailableOr(err error) error {
-	for _, cause := range []*Unavailable{errDiskFull, errLedgerLocked} {
+	for _, cause := range []*Unavailable{ErrDiskFull, ErrLedgerLocked} {
 		if p.unavailable == cause.Reason {
 			return cause
 		}
@@ -351,8 +354,14 @@ func (p *Ledger) retire(cause error) {
 var (
 	errLedgerClosed    = errors.New("ledger closed")
 	errLedgerReopening = errors.New("ledger failed; it is being reopened")
-	errDiskFull        = &Unavailable{Reason: "the ledger's disk is full: it opens once space is freed"}
-	errLedgerLocked    = &Unavailable{Reason: "the ledger's directory is locked by another process"}
+)
+
+// The refusals of a Badger store that cannot be opened, each logged once when it begins.
+var (
+	// ErrDiskFull: less than half of min_free is left, too little to open the store.
+	ErrDiskFull = &Unavailable{Reason: "the ledger's disk is full: it opens once space is freed"}
+	// ErrLedgerLocked: another process holds the directory's lock.
+	ErrLedgerLocked = &Unavailable{Reason: "the ledger's directory is locked by another process"}
 )
 
 // Claim implements dedupe.Ledger.

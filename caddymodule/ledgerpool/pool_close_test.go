@@ -85,7 +85,7 @@ func closeUnderStrandedScan(t *testing.T) {
 		t.Fatal(err)
 	}
 	scan := &observedScan{store: &badgerStore{opened}, entered: make(chan struct{})}
-	pool := newPooledLedger(dir, DefaultMinFree)
+	pool := newBadgerPool(BadgerTarget(dir), DefaultMinFree)
 	pool.ledger = scan
 	scanned := make(chan struct{})
 	go func() {

@@ -14,7 +14,7 @@ import (
 // out again at once, well within their leases: two concurrent deliveries of one event.
 func TestReopenedStoreKeepsLiveLeases(t *testing.T) {
 	dir := t.TempDir()
-	pool := newPooledLedger(dir, DefaultMinFree)
+	pool := newBadgerPool(BadgerTarget(dir), DefaultMinFree)
 	defer pool.Destruct()
 	ctx := context.Background()
 	ev := &dedupe.Event{ID: "evt_leased", Method: "POST", URI: "/hooks", Body: []byte("{}")}

@@ -45,13 +45,13 @@ func NewRedisOptions() *redis.UniversalOptions {
 	}
 }
 
-// errRedisDown is what every call answers while Redis cannot be reached: the routes on it answer
+// ErrRedisDown is what every call answers while Redis cannot be reached: the routes on it answer
 // 503 with this reason, and the pool logs the outage once, not once per request.
-var errRedisDown = &Unavailable{Reason: "the shared ledger (Redis) is unavailable"}
+var ErrRedisDown = &Unavailable{Reason: "the shared ledger (Redis) is unavailable"}
 
-// errRedisFull is Redis at maxmemory refusing a write (noeviction): new events are refused while
+// ErrRedisFull is Redis at maxmemory refusing a write (noeviction): new events are refused while
 // deliveries, which free memory, go on; it is not an outage.
-var errRedisFull = &Unavailable{Reason: "the shared ledger (Redis) is out of memory: new events are accepted once deliveries free room"}
+var ErrRedisFull = &Unavailable{Reason: "the shared ledger (Redis) is out of memory: new events are accepted once deliveries free room"}
 
 // fullQuiet is how long no write may have been refused for want of memory before a Redis that
 // was full is logged as having room again: refusals of new events and recorded deliveries
@@ -98,7 +98,7 @@ func (p *Ledger) openRedis() store {
 
 // redisLedger is a Redis store that tells an outage from an answer: a call that fails because
 // Redis cannot be reached (down, hung, loading its data after a restart, failing over) returns
-// errRedisDown, and the first such failure logs one ERROR, the first call that works again one
+// ErrRedisDown, and the first such failure logs one ERROR, the first call that works again one
 // INFO. Errors of the ledger's contract (dedupe.ErrNotFound…) pass through as they are.
 type redisLedger struct {
 	*redisstore.Store
@@ -147,7 +147,7 @@ func (r *redisLedger) observe(ctx context.Context, ns string, err error) error {
 			r.logger.Warn("the shared ledger (Redis) is out of memory (maxmemory): new events are refused with 503 while deliveries free room",
 				zap.String("store", r.name), zap.Error(err))
 		}
-		return errRedisFull
+		return ErrRedisFull
 	case err != nil && redisUnreachable(err):
 		if _, was := r.outages.LoadOrStore(scope, true); !was {
 			if scope == "" {
@@ -158,7 +158,7 @@ func (r *redisLedger) observe(ctx context.Context, ns string, err error) error {
 					zap.String("store", r.name), zap.String("route", scope), zap.Error(err))
 			}
 		}
-		return errRedisDown
+		return ErrRedisDown
 	}
 	if _, was := r.outages.LoadAndDelete(scope); was {
 		if scope == "" {
@@ -226,7 +226,7 @@ func (r *redisLedger) stored(out dedupe.Outcome, err error) (dedupe.Outcome, err
 
 // redisUnreachable reports whether err says Redis could not answer, rather than refused the call:
 // no connection, a timeout, or a server that cannot serve now (loading its data, failing over,
-// refusing writes after a failed save, refusing the credentials). Out of memory is errRedisFull.
+// refusing writes after a failed save, refusing the credentials). Out of memory is ErrRedisFull.
 func redisUnreachable(err error) bool {
 	var netErr net.Error
 	return errors.As(err, &netErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
@@ -319,7 +319,6 @@ func (r *redisLedger) Pending(ctx context.Context, ns string) (int, error) {
 	return within(ctx, r, ns, func(ctx context.Context) (int, error) { return r.Store.Pending(ctx, ns) })
 }
 
-// Interface guard
 // Outbox is the pool entry as its deliverers' outbox: on Redis it also keeps the routes' rate
 // limits, shared by every node (dedupe.StartLimiter); on Badger each deliverer keeps its own.
 func (p *Ledger) Outbox() dedupe.Outbox {

@@ -30,8 +30,8 @@ func TestRedisAtMaxmemoryRefusesEventsAndLogsOnce(t *testing.T) {
 		refused := false
 		for j := 0; j < 100 && !refused; j++ {
 			err := accept(fmt.Sprintf("evt_more_%d_%d", i, j))
-			if err != nil && !errors.Is(err, errRedisFull) {
-				t.Fatalf("accept at maxmemory: %v, want errRedisFull", err)
+			if err != nil && !errors.Is(err, ErrRedisFull) {
+				t.Fatalf("accept at maxmemory: %v, want ErrRedisFull", err)
 			}
 			refused = err != nil
 		}
@@ -68,8 +68,8 @@ func fullRedis(t *testing.T) (*Ledger, *observer.ObservedLogs, func(id string) e
 	for i := 0; i < 2000 && full == nil; i++ {
 		full = accept(fmt.Sprintf("evt_%d", i))
 	}
-	if !errors.Is(full, errRedisFull) {
-		t.Fatalf("accepting until Redis is full ended with %v, want errRedisFull", full)
+	if !errors.Is(full, ErrRedisFull) {
+		t.Fatalf("accepting until Redis is full ended with %v, want ErrRedisFull", full)
 	}
 	// Once its clients idle, Redis frees tens of KiB of their buffers: room for one more event in
 	// a Redis filled just to its limit. The limit goes well below what it holds, so that it stays
@@ -98,7 +98,7 @@ func fullRedis(t *testing.T) (*Ledger, *observer.ObservedLogs, func(id string) e
 // A Redis at maxmemory that stays full, with a new event now and then (each refused) and a
 // deliverer polling a route with nothing due (each Lease answered): the polls say nothing of room,
 // so the store must not log that Redis "has room again" and then that it is full again, two
-// lines per refused event, the very churn errRedisFull was to end.
+// lines per refused event, the very churn ErrRedisFull was to end.
 func TestFullRedisNotReportedRoomyByReads(t *testing.T) {
 	t.Parallel()
 	pool, logs, accept := fullRedis(t)
@@ -109,8 +109,8 @@ func TestFullRedisNotReportedRoomyByReads(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
-	if err := accept("evt_later"); !errors.Is(err, errRedisFull) {
-		t.Fatalf("accept on the still-full Redis: %v, want errRedisFull", err)
+	if err := accept("evt_later"); !errors.Is(err, ErrRedisFull) {
+		t.Fatalf("accept on the still-full Redis: %v, want ErrRedisFull", err)
 	}
 	warn, room := countLogs(logs, zap.WarnLevel, "out of memory"), countLogs(logs, zap.InfoLevel, "has room again")
 	t.Logf("WARN full %d, INFO room %d", warn, room)

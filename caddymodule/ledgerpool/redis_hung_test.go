@@ -63,7 +63,7 @@ func TestHungRedisAnswers503WithinTwiceReadTimeout(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if answers[errRedisDown.Error()] != inFlight {
+	if answers[ErrRedisDown.Error()] != inFlight {
 		t.Fatalf("answers on a hung Redis: %v", answers)
 	}
 	if worst > bound {

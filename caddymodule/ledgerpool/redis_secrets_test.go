@@ -18,7 +18,7 @@ import (
 // The Redis username (which an operator may read from a secrets file) and password must not show
 // in the log lines the pool writes: the persistence check's line at first use, the outage's
 // ERROR and the recovery's INFO. The store's Name, which logs show, leaves the user out.
-func TestRedisUsernameFromFileNeverLogged(t *testing.T) {
+func TestRedisUserAndPasswordNeverLogged(t *testing.T) {
 	const user, password = "svc-user-5e0c41", "pw-3a9d77"
 	srv := redistest.Run(t, append([]string{"user " + user + " on >" + password + " ~* &* +@all"}, redistest.Durable...)...)
 	opts := NewRedisOptions()
@@ -36,7 +36,7 @@ func TestRedisUsernameFromFileNeverLogged(t *testing.T) {
 	}
 	hooktest.WaitFor(t, "the persistence check's line", 10*time.Second, func() bool { return logs.Len() > 0 })
 	srv.Stop()
-	if _, err := pool.Claim(ctx, dedupe.Claim{Namespace: "r", ID: "evt_user_2", Lease: time.Minute}); err != errRedisDown {
+	if _, err := pool.Claim(ctx, dedupe.Claim{Namespace: "r", ID: "evt_user_2", Lease: time.Minute}); err != ErrRedisDown {
 		t.Fatalf("with Redis down: %v", err)
 	}
 	if err := srv.Restart(); err != nil {

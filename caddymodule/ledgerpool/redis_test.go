@@ -99,7 +99,7 @@ func TestRedisPersistenceWarnedOnce(t *testing.T) {
 	}
 }
 
-// While Redis is down every call fails at once with errRedisDown (a 503 with its reason), the
+// While Redis is down every call fails at once with ErrRedisDown (a 503 with its reason), the
 // outage is logged once as it begins and once as it ends, and the pool works again by itself.
 func TestRedisOutageLoggedOncePerChange(t *testing.T) {
 	srv := redistest.Run(t, redistest.Durable...)
@@ -114,15 +114,15 @@ func TestRedisOutageLoggedOncePerChange(t *testing.T) {
 	for i := range 50 {
 		began := time.Now()
 		err := claim(fmt.Sprintf("evt_down_%d", i))
-		if !errors.Is(err, errRedisDown) {
-			t.Fatalf("claim with Redis down: %v, want errRedisDown", err)
+		if !errors.Is(err, ErrRedisDown) {
+			t.Fatalf("claim with Redis down: %v, want ErrRedisDown", err)
 		}
 		if took := time.Since(began); took > DefaultRedisReadTimeout {
 			t.Fatalf("a claim with Redis down took %v, longer than the read timeout %v", took, DefaultRedisReadTimeout)
 		}
 	}
-	if _, err := pool.Lease(ctx, "r", time.Now(), 10, time.Minute); !errors.Is(err, errRedisDown) {
-		t.Fatalf("lease with Redis down: %v, want errRedisDown", err)
+	if _, err := pool.Lease(ctx, "r", time.Now(), 10, time.Minute); !errors.Is(err, ErrRedisDown) {
+		t.Fatalf("lease with Redis down: %v, want ErrRedisDown", err)
 	}
 
 	restartAndWaitForClaims(t, srv, claim)
@@ -251,8 +251,8 @@ func TestRedisClusterSlotRefusalIsItsRoutesOutageOnly(t *testing.T) {
 		}
 	}
 	for i := range 20 {
-		if err := accept("moving", fmt.Sprintf("evt_%d", i)); !errors.Is(err, errRedisDown) {
-			t.Fatalf("accept on the moving slot: %v, want errRedisDown", err)
+		if err := accept("moving", fmt.Sprintf("evt_%d", i)); !errors.Is(err, ErrRedisDown) {
+			t.Fatalf("accept on the moving slot: %v, want ErrRedisDown", err)
 		}
 		if err := accept("calm", fmt.Sprintf("evt_%d", i)); err != nil {
 			t.Fatalf("accept on another route: %v", err)
