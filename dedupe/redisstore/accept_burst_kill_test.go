@@ -22,11 +22,7 @@ import (
 // holding its own body; every Accept answered Duplicate must be too (its only Accept).
 func TestAcceptBurstAcrossKillKeepsEveryClaimedEvent(t *testing.T) {
 	t.Parallel()
-	srv, err := redistest.Start(filepath.Join(t.TempDir(), "redis"), redistest.Durable...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Kill)
+	srv := redistest.Run(t, redistest.Durable...)
 	s := New(redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: 1, ReadTimeout: 2 * time.Second,
 		WriteTimeout: 2 * time.Second, DialTimeout: time.Second, ContextTimeoutEnabled: true, DialerRetries: 1}), newPrefix())
 	t.Cleanup(func() { s.Close() })

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/redistest"
 )
 
 // The chunked lease script against a queue mixing entries whose hash is gone, events of
@@ -114,7 +115,7 @@ func TestLeaseReadingPastAHeldEntityHandsOutEachEventOnce(t *testing.T) {
 // bodies, reading them all would stall Redis, and every client with it, for the run's length.
 func TestLeasePastAHeldEntityReadsNoBodyOfItsWaitingEvents(t *testing.T) {
 	t.Parallel()
-	srv := ownServer(t)
+	srv := redistest.Run(t)
 	s := storeAt(t, srv.Addr, newPrefix())
 	acceptAt(t, s, "x0", "cus_x", 1, base)
 	if evs := lease(t, s, base, 1); len(evs) != 1 || evs[0].ID != "x0" {

@@ -34,7 +34,7 @@ func TestRandomOpsFromTwoNodesKeepQueueInvariants(t *testing.T) {
 	}
 	// A server of its own: queueInvariants lists keys with KEYS, which scans the whole keyspace,
 	// and the package's other tests fill the shared server with tens of thousands.
-	srv := ownServer(t, redistest.Durable...)
+	srv := redistest.Run(t, redistest.Durable...)
 	for seed := uint64(1); seed <= seeds; seed++ {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			t.Parallel()

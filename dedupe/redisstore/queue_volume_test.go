@@ -44,7 +44,7 @@ func TestManyWaitingEventsDoNotStarveOthers(t *testing.T) {
 	t.Parallel()
 	// A server of its own: its scripts over 20,000 events would hold up the shared server (one
 	// thread) for seconds, and every test on it with them.
-	s := storeAt(t, ownServer(t, redistest.Durable...).Addr, newPrefix())
+	s := storeAt(t, redistest.Run(t, redistest.Durable...).Addr, newPrefix())
 	tag, _ := s.tag(ns)
 	acceptAt(t, s, "held0", "held", 0, base)
 	if got := lease(t, s, base.Add(time.Second), 1); len(got) != 1 {

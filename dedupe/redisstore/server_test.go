@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,23 +12,12 @@ import (
 	"github.com/hookgate/hookgate/internal/redistest"
 )
 
-// ownServer starts a redis-server for one test, stopped when it ends.
-func ownServer(t *testing.T, config ...string) *redistest.Server {
-	t.Helper()
-	srv, err := redistest.Start(filepath.Join(t.TempDir(), "redis"), config...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Kill)
-	return srv
-}
-
 func TestCheckPersistence(t *testing.T) {
 	t.Parallel()
 	if warning, err := newStore(t).CheckPersistence(ctx); warning != "" || err != nil {
 		t.Fatalf("appendonly yes, appendfsync always: %q %v, want no warning", warning, err)
 	}
-	srv := ownServer(t, "appendonly yes", "appendfsync everysec")
+	srv := redistest.Run(t, "appendonly yes", "appendfsync everysec")
 	s := storeAt(t, srv.Addr, "")
 	warning, err := s.CheckPersistence(ctx)
 	if err != nil || !strings.Contains(warning, "last second") || !strings.Contains(warning, srv.Addr) {
@@ -57,7 +45,7 @@ func TestCheckPersistence(t *testing.T) {
 // no-appendfsync-on-rewrite is yes: what was acknowledged meanwhile is only in the OS's cache.
 func TestCheckPersistenceWarnsOfNoFsyncDuringRewrites(t *testing.T) {
 	t.Parallel()
-	srv := ownServer(t, append(redistest.Durable, "no-appendfsync-on-rewrite yes")...)
+	srv := redistest.Run(t, append(redistest.Durable, "no-appendfsync-on-rewrite yes")...)
 	s := storeAt(t, srv.Addr, "")
 	warning, err := s.CheckPersistence(ctx)
 	if err != nil || !strings.Contains(warning, "no-appendfsync-on-rewrite") || !strings.Contains(warning, srv.Addr) {
@@ -75,7 +63,7 @@ func TestCheckPersistenceWarnsOfNoFsyncDuringRewrites(t *testing.T) {
 // back the store works again, with what it acknowledged before.
 func TestRedisDownFailsThenRecovers(t *testing.T) {
 	t.Parallel()
-	srv := ownServer(t, redistest.Durable...)
+	srv := redistest.Run(t, redistest.Durable...)
 	s := New(redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond}), "")
 	t.Cleanup(func() { s.Close() })
 	expect(t, "accept", accept(t, s, claim("before"), base), dedupe.Claimed)
