@@ -8,10 +8,11 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+
 	"github.com/hookgate/hookgate/caddymodule/ledgerpool"
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/deliver"
-	"go.uber.org/zap"
 )
 
 // deliverers holds one running deliverer per route across config reloads, so a reload

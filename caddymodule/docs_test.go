@@ -19,8 +19,9 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddytest"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
-	"github.com/hookgate/hookgate/internal/hooktest"
 	"github.com/spf13/cobra"
+
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // docPages are the README and the reference pages under docs/.

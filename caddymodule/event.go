@@ -9,12 +9,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tidwall/gjson"
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/deliver"
 	"github.com/hookgate/hookgate/internal/jsonpath"
 	"github.com/hookgate/hookgate/verify"
-	"github.com/tidwall/gjson"
-	"golang.org/x/net/http/httpguts"
 )
 
 // claimFor pulls the event ID and, when configured, the entity and version out of a verified

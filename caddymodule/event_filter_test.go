@@ -9,10 +9,11 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/hookgate/hookgate/internal/hooktest"
-	"github.com/hookgate/hookgate/internal/jsonpath"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/hookgate/hookgate/internal/hooktest"
+	"github.com/hookgate/hookgate/internal/jsonpath"
 )
 
 // stripeBody is a Stripe-shaped event of type typ for customer.

@@ -8,10 +8,11 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
 	"github.com/hookgate/hookgate/caddymodule/ledgerpool"
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/internal/jsonpath"
-	"go.uber.org/zap"
 )
 
 // ServeHTTP is the story of one webhook (docs/architecture.md, "A request's story"): strip our

@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/hookgate/hookgate/caddymodule/ledgerpool"
-	"github.com/hookgate/hookgate/dedupe"
-	"github.com/hookgate/hookgate/internal/hooktest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/hookgate/hookgate/caddymodule/ledgerpool"
+	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // settleRecorder is an instantStore that keeps the context its Done was given, and whether that

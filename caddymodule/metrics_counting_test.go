@@ -10,8 +10,9 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
-	"github.com/hookgate/hookgate/internal/hooktest"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // In sync mode, an upstream that answers 500 and then breaks off its body makes reverse_proxy

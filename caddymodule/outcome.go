@@ -7,9 +7,10 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/hookgate/hookgate/verify"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/hookgate/hookgate/verify"
 )
 
 // retryAfterSeconds is what a provider is told to wait when the ledger is down or the same event

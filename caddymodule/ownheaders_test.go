@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+
 	"github.com/hookgate/hookgate/internal/hooktest"
 )
 

@@ -12,11 +12,12 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"go.uber.org/zap"
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/deliver"
 	"github.com/hookgate/hookgate/verify"
-	"go.uber.org/zap"
-	"golang.org/x/net/http/httpguts"
 )
 
 // An app that checks a signature itself checks it in its own scheme, with its own secret: the

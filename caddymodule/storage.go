@@ -18,8 +18,9 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/hookgate/hookgate/caddymodule/ledgerpool"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/hookgate/hookgate/caddymodule/ledgerpool"
 )
 
 // Storage selects the ledger backend.

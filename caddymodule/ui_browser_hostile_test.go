@@ -14,6 +14,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/chromedp/chromedp"
+
 	"github.com/hookgate/hookgate/internal/hooktest"
 )
 

@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookgate/hookgate/internal/hooktest"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
 // countingStore counts the reclaims the pool asks of the store.

@@ -11,10 +11,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/hookgate/hookgate/dedupe"
-	"github.com/hookgate/hookgate/internal/redistest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/redistest"
 )
 
 // At maxmemory (noeviction) Redis refuses new events while deliveries go on: each refused

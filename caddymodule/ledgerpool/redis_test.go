@@ -13,10 +13,11 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/internal/hooktest"
 	"github.com/hookgate/hookgate/internal/redistest"
-	"github.com/redis/go-redis/v9"
 )
 
 // newTestRedisPool is a pool entry on the server at addr whose log lines the test reads.
