@@ -128,7 +128,7 @@ func TestProviderHangingUpIsNotLedgerDown(t *testing.T) {
 func TestUnavailableLedgerAnswers503WithReason(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	h := &Handler{Name: "r", logger: zap.New(core)}
-	for _, cause := range []*ledgerpool.Unavailable{ledgerpool.ErrDiskLow, ledgerpool.ErrDiskFull, ledgerpool.ErrLedgerLocked, ledgerpool.ErrRedisDown, ledgerpool.ErrRedisFull} {
+	for _, cause := range []*ledgerpool.Unavailable{ledgerpool.ErrDiskLow, ledgerpool.ErrDiskFull, ledgerpool.ErrLedgerLocked, ledgerpool.ErrLedgerNotOpened, ledgerpool.ErrRedisDown, ledgerpool.ErrRedisFull} {
 		rec := httptest.NewRecorder()
 		out := newOutcome(rec, httptest.NewRequest(http.MethodPost, "/hooks", nil))
 		answered, _ := h.answerUnlessNew(out, "accept", 0, fmt.Errorf("wrapped: %w", cause))

@@ -266,8 +266,10 @@ func (p *Ledger) open() (store, error) {
 	if err != nil {
 		p.notBefore = time.Now().Add(reopenDelay)
 		if err != ErrLedgerLocked {
-			p.unavailable = ""
-			return nil, fmt.Errorf("opening ledger: %w", err)
+			// Logged here, with its cause, whoever asked: the first to ask may be a caller that
+			// does not log (the stranded-queue scan at a config's start).
+			p.logUnavailable(ErrLedgerNotOpened, zap.Duration("retry_in", reopenDelay), zap.Error(err))
+			return nil, ErrLedgerNotOpened
 		}
 		return nil, err
 	}
@@ -293,7 +295,7 @@ func (p *Ledger) logUnavailable(cause *Unavailable, fields ...zap.Field) {
 // unavailableOr is err, or while the store cannot be opened for a cause already logged, that
 // cause: a request between two tries is refused for the same reason. The caller holds p.mu.
 func (p *Ledger) unavailableOr(err error) error {
-	for _, cause := range []*Unavailable{ErrDiskFull, ErrLedgerLocked} {
+	for _, cause := range []*Unavailable{ErrDiskFull, ErrLedgerLocked, ErrLedgerNotOpened} {
 		if p.unavailable == cause.Reason {
 			return cause
 		}
@@ -362,6 +364,9 @@ var (
 	ErrDiskFull = &Unavailable{Reason: "the ledger's disk is full: it opens once space is freed"}
 	// ErrLedgerLocked: another process holds the directory's lock.
 	ErrLedgerLocked = &Unavailable{Reason: "the ledger's directory is locked by another process"}
+	// ErrLedgerNotOpened: Badger refused to open the directory for another cause (in the log);
+	// it is tried again after reopenDelay.
+	ErrLedgerNotOpened = &Unavailable{Reason: "the ledger could not be opened: it is tried again every " + reopenDelay.String()}
 )
 
 // Claim implements dedupe.Ledger.

@@ -5,8 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/deliver"
@@ -129,5 +135,48 @@ func TestAcquiringATargetAgainSharesItsEntry(t *testing.T) {
 	}
 	if sameClient, err := again.open(); again != first || err != nil || sameClient != client {
 		t.Fatalf("acquired again: same entry %v, same client %v (%v)", again == first, sameClient == client, err)
+	}
+}
+
+// A store that Badger will not open is logged once, with the cause, even when the first to ask is
+// a caller that logs nothing (the stranded-queue scan at a config's start); requests meanwhile
+// are refused with a reason and no line each, and the store opens once the cause is gone.
+func TestAStoreThatWillNotOpenIsLoggedOnceWithItsCause(t *testing.T) {
+	parent := filepath.Join(t.TempDir(), "not-a-directory")
+	if err := os.WriteFile(parent, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(parent, "ledger")
+	pool := newBadgerPool(BadgerTarget(dir), 0)
+	defer pool.Destruct()
+	pool.disk.free = func(string) (uint64, error) { return 1 << 30, nil }
+	core, logs := observer.New(zap.InfoLevel)
+	pool.logger = zap.New(core)
+
+	pool.WarnStranded(zap.NewNop(), nil)
+	opening := logs.FilterMessageSnippet("ledger not opened").All()
+	if len(opening) != 1 || !strings.Contains(fmt.Sprint(opening[0].ContextMap()["error"]), "not a directory") {
+		t.Fatalf("after the first failed open, log lines %v; want one naming the cause", logs.All())
+	}
+	ctx := context.Background()
+	claim := dedupe.Claim{Namespace: "r", ID: "evt_1", Lease: time.Minute}
+	for range 3 {
+		if _, err := pool.Claim(ctx, claim); !errors.Is(err, ErrLedgerNotOpened) {
+			t.Fatalf("a claim while the store will not open: %v, want ErrLedgerNotOpened", err)
+		}
+	}
+	if n := logs.Len(); n != 1 {
+		t.Fatalf("%d log lines after three refused claims, want the one: %v", n, logs.All())
+	}
+
+	if err := os.Remove(parent); err != nil {
+		t.Fatal(err)
+	}
+	hooktest.WaitFor(t, "a claim once the directory can be made", 10*time.Second, func() bool {
+		_, err := pool.Claim(ctx, claim)
+		return err == nil
+	})
+	if logs.FilterMessage("ledger opened").Len() != 1 {
+		t.Fatalf("no INFO once the store opened: %v", logs.All())
 	}
 }
