@@ -73,8 +73,13 @@ type Claim struct {
 	Lease time.Duration
 	// MaxPending, when positive, bounds the namespace's backlog for Accept: with that many
 	// undelivered events queued, a new event is Full. (Duplicates and stale events are
-	// still answered as such.) 0 means no bound.
+	// still answered as such.) 0 means no bound. It bounds the default destination's queue, and
+	// is not used when Destinations is set.
 	MaxPending int
+	// Destinations, for Accept, are the destinations the event is queued for, each in its own
+	// queue (QueueNamespace) with its own bound, all in the write that accepts it: it is Full
+	// when any of them is. nil queues it for DefaultDestination alone, bounded by MaxPending.
+	Destinations []Destination
 }
 
 // Ledger records event IDs and entity versions. Implementations must make

@@ -103,10 +103,16 @@ type Outbox interface {
 	// Accept, in one transaction synced to disk before it returns: c.ID (or c.Digest) already
 	// done, or queued in any state → Duplicate; c.ID (or c.Digest) claimed with a live lease →
 	// InFlight; c.Entity set and
-	// c.Version <= the entity's accepted version → Stale; c.MaxPending > 0 and the namespace
-	// already holds that many Pending events → Full; otherwise it marks c.ID and c.Digest done
-	// for dedupeTTL (skipped when c.ID is ""), advances the entity's accepted version, stores ev as
-	// Pending due at ev.AcceptedAt, and returns Claimed. ev.ID is the key (set even when c.ID is "").
+	// c.Version <= the entity's accepted version → Stale; a destination it is queued for
+	// (Claim.QueuedDestinations) with a MaxPending > 0 whose queue already holds that many
+	// Pending events → Full; otherwise it marks c.ID and c.Digest done for dedupeTTL (skipped
+	// when c.ID is ""), advances the entity's accepted version, stores ev once and queues it as
+	// Pending, due at ev.AcceptedAt, in every destination's queue, and returns Claimed. ev.ID is
+	// the key (set even when c.ID is ""). ev.Namespace is "" or c.Namespace, the route.
+	//
+	// Each destination's delivery is its own from then on: the queue methods below take a
+	// queue's namespace (QueueNamespace), and an Update in one queue never changes another. The
+	// event's body is kept while any destination's delivery is Pending or Dead.
 	Accept(ctx context.Context, c Claim, ev *Event, dedupeTTL time.Duration) (Outcome, error)
 	// Lease hands out up to n Pending events of namespace due at or before now, earliest first,
 	// and moves each one's due time to now+lease so nobody else gets it meanwhile (the events

@@ -45,7 +45,7 @@ type nodesCheck struct {
 // cleanups: whatever Open needs (a server, say) must be stopped by t.Cleanup, not a defer.
 func Run(t *testing.T, b Backend) {
 	var checks []check
-	for _, group := range [][]check{claimChecks, doneChecks, expiryChecks, acceptChecks, leaseChecks, updateChecks, queryChecks} {
+	for _, group := range [][]check{claimChecks, doneChecks, expiryChecks, acceptChecks, leaseChecks, updateChecks, queryChecks, destinationChecks} {
 		checks = append(checks, group...)
 	}
 	for _, c := range checks {
@@ -61,7 +61,7 @@ func Run(t *testing.T, b Backend) {
 	if b.OpenNodes == nil {
 		return
 	}
-	for _, c := range nodesChecks {
+	for _, c := range append(nodesChecks, destinationNodesChecks...) {
 		t.Run(c.name, func(t *testing.T) {
 			nodes := b.OpenNodes(t, 2)
 			t.Cleanup(func() {
