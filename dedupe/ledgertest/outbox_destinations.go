@@ -209,7 +209,6 @@ var destinationNodesChecks = []nodesCheck{
 	}},
 }
 
-
 func leaseIn(t *testing.T, s Store, queue string, now time.Time, n int) []*dedupe.Event {
 	t.Helper()
 	evs, err := s.Lease(context.Background(), queue, now, n, time.Minute)
