@@ -1,11 +1,14 @@
 package badgerstore
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/hookgate/hookgate/dedupe"
 )
 
 // Key kinds. A key is "<namespace>\x00<kind>\x00<rest>": the namespace holds
@@ -32,12 +35,45 @@ func key(namespace string, kind byte, rest string) ([]byte, error) {
 	return appendKey(make([]byte, 0, keyLen(namespace, rest)), namespace, kind, rest), nil
 }
 
-// checkNamespace refuses a namespace that holds a NUL, which would end it early in a key.
+// checkNamespace refuses a namespace that holds a NUL, which would end it early in a key, but
+// for the one that joins a route and a destination in a queue's namespace
+// (dedupe.QueueNamespace): a queue's keys are "<route>\x00@<destination>\x00<kind>\x00<rest>",
+// and '@' is no kind, so they never read as one of the route's own.
 func checkNamespace(namespace string) error {
-	if strings.IndexByte(namespace, 0) >= 0 {
+	route, destination := dedupe.SplitQueueNamespace(namespace)
+	if strings.IndexByte(route, 0) >= 0 {
 		return fmt.Errorf("%w: %q", errNamespaceNUL, namespace)
 	}
+	if destination != dedupe.DefaultDestination || route != namespace {
+		if err := dedupe.CheckDestinationName(destination); err != nil {
+			return fmt.Errorf("queue %q: %w", namespace, err)
+		}
+	}
 	return nil
+}
+
+// routeOf is the route a checked namespace belongs to: the namespace itself, or a queue's route.
+func routeOf(namespace string) string {
+	route, _ := dedupe.SplitQueueNamespace(namespace)
+	return route
+}
+
+// namespaceOf is the namespace of one of this package's keys: a route's, or a destination's
+// queue's. A route's queues' keys sort before its own ('@' before every kind), so a walk meets
+// them first.
+func namespaceOf(k []byte) (string, bool) {
+	route, rest, ok := bytes.Cut(k, []byte{0})
+	if !ok {
+		return "", false
+	}
+	if len(rest) == 0 || rest[0] != '@' {
+		return string(route), true
+	}
+	name, _, ok := bytes.Cut(rest[1:], []byte{0})
+	if !ok {
+		return "", false
+	}
+	return dedupe.QueueNamespace(string(route), string(name)), true
 }
 
 // keyLen is the length of a key of namespace and rest.

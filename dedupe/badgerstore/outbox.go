@@ -24,7 +24,7 @@ var _ dedupe.Outbox = (*Store)(nil)
 // c.Namespace, and ev is not modified. c.Lease is not used. On error the
 // Outcome is meaningless.
 func (b *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, dedupeTTL time.Duration) (dedupe.Outcome, error) {
-	ok, err := acceptKeys(c, ev, dedupeTTL)
+	queues, bounds, err := acceptKeys(c, ev, dedupeTTL)
 	if err != nil {
 		return 0, fmt.Errorf("dedupe: accept: %w", err)
 	}
@@ -32,7 +32,14 @@ func (b *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, de
 	if err != nil {
 		return 0, fmt.Errorf("dedupe: accept: %w", err)
 	}
-	pay := payloadOf(ev).encode()
+	p := payloadOf(ev)
+	if len(queues) > 1 {
+		p.Destinations = make([]string, len(queues))
+		for i, q := range queues {
+			_, p.Destinations[i] = dedupe.SplitQueueNamespace(q.ns)
+		}
+	}
+	pay := p.encode()
 	if len(pay) > dedupe.MaxPayload {
 		return 0, fmt.Errorf("dedupe: accept: %w: %d bytes stored, at most %d", dedupe.ErrTooLarge, len(pay), dedupe.MaxPayload)
 	}
@@ -49,39 +56,51 @@ func (b *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, de
 		if out, err = idOutcome(txn, ids, now); err != nil || out != dedupe.Claimed {
 			return err
 		}
-		old, live, err := getRecord(txn, ok.record, now)
-		if err != nil {
-			return err
-		}
-		if live {
-			out = dedupe.Duplicate
-			return nil
+		// An expired record of a reused ID whose Badger TTL has not yet dropped it: store
+		// removes its index entries.
+		var olds [maxInlineQueues]*outboxRecord
+		old := olds[:0]
+		for _, q := range queues {
+			rec, live, err := getRecord(txn, q.record, now)
+			if err != nil {
+				return err
+			}
+			if live {
+				out = dedupe.Duplicate
+				return nil
+			}
+			old = append(old, rec)
 		}
 		if out, err = versionOutcome(txn, vk, c.Version); err != nil || out != dedupe.Claimed {
 			return err
 		}
-		if b.backlogFull(txn, c) {
-			out = dedupe.Full
-			return nil
+		for i, q := range queues {
+			if bounds[i] > 0 && b.pending.count(txn, q.ns) >= bounds[i] {
+				out = dedupe.Full
+				return nil
+			}
 		}
 		if vk != nil {
-			if err := advanceAccepted(txn, c, vk); err != nil {
+			if err := advanceAccepted(txn, c, vk, queues); err != nil {
 				return err
 			}
 		}
 		if err := markDone(txn, ids, now.Add(dedupeTTL)); err != nil {
 			return err
 		}
-		// A lease of an earlier event under this ID, expired, is not this one's.
-		b.leases.drop(ok.ns, ok.id)
-		// old is an expired record of a reused ID whose Badger TTL has not
-		// yet dropped it; reindex removes its index entries.
-		if err := txn.Set(ok.payload, pay); err != nil {
+		if err := txn.Set(queues[0].payload, pay); err != nil {
 			return err
 		}
-		// Made here, not captured, the record stays on the committer's stack.
-		rec := outboxRecord{State: dedupe.Pending, AcceptedAt: acceptedAt, NextAttempt: due, UpdatedAt: updatedAt}
-		return b.store(txn, ok, old, &rec, time.Time{})
+		for i, q := range queues {
+			// A lease of an earlier event under this ID, expired, is not this one's.
+			b.leases.drop(q.ns, q.id)
+			// Made here, not captured, the record stays on the committer's stack.
+			rec := outboxRecord{State: dedupe.Pending, AcceptedAt: acceptedAt, NextAttempt: due, UpdatedAt: updatedAt}
+			if err := b.store(txn, q, old[i], &rec, time.Time{}); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return 0, err
@@ -89,17 +108,34 @@ func (b *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, de
 	return out, nil
 }
 
-// acceptKeys checks Accept's arguments and returns the event's keys.
-func acceptKeys(c dedupe.Claim, ev *dedupe.Event, dedupeTTL time.Duration) (outboxKeys, error) {
+// maxInlineQueues is how many destinations' records Accept reads without allocating.
+const maxInlineQueues = 4
+
+// acceptKeys checks Accept's arguments and returns the event's keys in each destination's
+// queue, with each one's bound.
+func acceptKeys(c dedupe.Claim, ev *dedupe.Event, dedupeTTL time.Duration) ([]outboxKeys, []int, error) {
 	switch {
 	case ev == nil:
-		return outboxKeys{}, fmt.Errorf("nil event")
+		return nil, nil, fmt.Errorf("nil event")
 	case ev.Namespace != "" && ev.Namespace != c.Namespace:
-		return outboxKeys{}, fmt.Errorf("event namespace %q differs from the claim's %q", ev.Namespace, c.Namespace)
+		return nil, nil, fmt.Errorf("event namespace %q differs from the claim's %q", ev.Namespace, c.Namespace)
 	case c.ID != "" && dedupeTTL <= 0:
-		return outboxKeys{}, fmt.Errorf("dedupe ttl must be positive, got %v", dedupeTTL)
+		return nil, nil, fmt.Errorf("dedupe ttl must be positive, got %v", dedupeTTL)
+	case routeOf(c.Namespace) != c.Namespace:
+		return nil, nil, fmt.Errorf("namespace %q is a queue's, not a route's", c.Namespace)
 	}
-	return keysFor(c.Namespace, ev.ID)
+	dests, err := c.QueuedDestinations()
+	if err != nil {
+		return nil, nil, err
+	}
+	queues, bounds := make([]outboxKeys, len(dests)), make([]int, len(dests))
+	for i, d := range dests {
+		if queues[i], err = keysFor(dedupe.QueueNamespace(c.Namespace, d.Name), ev.ID); err != nil {
+			return nil, nil, err
+		}
+		bounds[i] = d.MaxPending
+	}
+	return queues, bounds, nil
 }
 
 // Update implements dedupe.Outbox. It stores ev's delivery state (State, Attempts,
@@ -165,11 +201,7 @@ func (b *Store) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration
 		}
 		due = time.Time{}
 		expires := now.Add(keep)
-		keepPayload := shed
-		if ev.State == dedupe.Dead {
-			keepPayload = retain // for Replay
-		}
-		p, err := keepPayload(txn, ok.payload, expires)
+		p, err := settlePayload(txn, ok, ev.State, expires, now)
 		if err != nil {
 			return err
 		}
@@ -194,7 +226,50 @@ func (b *Store) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration
 	return err
 }
 
-// advanceDelivered raises the entity's delivered version to the event's,
+// settlePayload rewrites the event's payload as its delivery in ok's queue reaches the final
+// state, expiring at expires, and returns it (its body only if kept). A dead letter keeps its
+// body for Replay; a delivered or superseded event drops it (shed). An event queued for several
+// destinations keeps its body while any other destination's delivery is Pending (untouched,
+// without expiry) or Dead (until the last such dead letter expires), and its payload until the
+// last of its records expires: the rule is read from the records each time, never counted.
+func settlePayload(txn *badger.Txn, ok outboxKeys, state dedupe.State, expires, now time.Time) (*payload, error) {
+	meta, err := getPayloadMeta(txn, ok.payload)
+	if err != nil {
+		return nil, err
+	}
+	keepBody := state == dedupe.Dead
+	route := routeOf(ok.ns)
+	for _, name := range meta.Destinations {
+		sibling := dedupe.QueueNamespace(route, name)
+		if sibling == ok.ns {
+			continue
+		}
+		sk, err := keysFor(sibling, ok.id)
+		if err != nil {
+			return nil, err
+		}
+		rec, until, live, err := getRecordUntil(txn, sk.record, now)
+		switch {
+		case err != nil:
+			return nil, err
+		case !live:
+			continue
+		case rec.State == dedupe.Pending:
+			return meta, nil
+		case rec.State == dedupe.Dead:
+			keepBody = true
+		}
+		if until.After(expires) {
+			expires = until
+		}
+	}
+	if keepBody {
+		return retain(txn, ok.payload, expires)
+	}
+	return shed(txn, ok.payload, expires)
+}
+
+// advanceDelivered raises the entity's delivered version in the event's queue to the event's,
 // never lowering it, expiring with the accepted version (deliveredEntry). Writes are applied one at a time, so it compares against
 // the newest value.
 func advanceDelivered(txn *badger.Txn, namespace string, p *payload) error {

@@ -57,10 +57,12 @@ func keysFor(namespace, id string) (outboxKeys, error) {
 	if err := checkNamespace(namespace); err != nil {
 		return outboxKeys{}, err
 	}
-	n := keyLen(namespace, id)
-	both := make([]byte, 0, 2*n)
+	// The request is stored once, under the route, for all its destinations' queues.
+	route := routeOf(namespace)
+	n, m := keyLen(namespace, id), keyLen(route, id)
+	both := make([]byte, 0, n+m)
 	rec := appendKey(both, namespace, kindOutbox, id)
-	pay := appendKey(both[n:n], namespace, kindPayload, id)
+	pay := appendKey(both[n:n], route, kindPayload, id)
 	return outboxKeys{ns: namespace, id: id, record: rec[:n:n], payload: pay}, nil
 }
 

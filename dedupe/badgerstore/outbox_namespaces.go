@@ -1,7 +1,6 @@
 package badgerstore
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 
@@ -26,11 +25,10 @@ func (b *Store) PendingByNamespace(ctx context.Context) (map[string]int, error) 
 			if b.use.stopping() {
 				return errClosed
 			}
-			ns, _, ok := bytes.Cut(it.Item().Key(), []byte{0})
+			namespace, ok := namespaceOf(it.Item().Key())
 			if !ok {
 				return fmt.Errorf("corrupt key %q", it.Item().Key())
 			}
-			namespace := string(ns)
 			prefix, err := key(namespace, kindState, string(dedupe.Pending)+"\x00")
 			if err != nil {
 				return err
@@ -42,7 +40,9 @@ func (b *Store) PendingByNamespace(ctx context.Context) (map[string]int, error) 
 			if n > 0 {
 				counts[namespace] = n
 			}
-			// The namespace holds no NUL, so every key of the next one sorts at or after ns+"\x01".
+			// Every key of the namespace starts "<namespace>\x00", so the next one's sort at or
+			// after "<namespace>\x01"; a route's queues sort before its own keys, so they were
+			// counted before the walk came to the route's own.
 			it.Seek(append([]byte(namespace), 1))
 		}
 		return nil

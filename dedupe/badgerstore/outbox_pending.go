@@ -91,9 +91,3 @@ func (b *Store) Pending(namespace string) int {
 	defer b.pending.mu.Unlock()
 	return b.pending.committed[namespace]
 }
-
-// backlogFull says whether Accept must refuse c: c.MaxPending is set and c.Namespace's backlog,
-// with the moves of txn's earlier requests, has reached it.
-func (b *Store) backlogFull(txn *badger.Txn, c dedupe.Claim) bool {
-	return c.MaxPending > 0 && b.pending.count(txn, c.Namespace) >= c.MaxPending
-}

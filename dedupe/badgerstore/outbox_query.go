@@ -44,7 +44,11 @@ func (b *Store) Get(ctx context.Context, namespace, id string) (*dedupe.Event, e
 		if !live {
 			return fmt.Errorf("%q: %w", id, dedupe.ErrNotFound)
 		}
-		p, err := getPayload(txn, ok.payload)
+		read := getPayload
+		if rec.State == dedupe.Delivered || rec.State == dedupe.Superseded {
+			read = getPayloadMeta // never sent again: its body may be kept for another destination only
+		}
+		p, err := read(txn, ok.payload)
 		if err != nil {
 			return err
 		}

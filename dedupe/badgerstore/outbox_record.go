@@ -128,7 +128,11 @@ type payload struct {
 	Header    http.Header `json:"header,omitempty"`
 	Scheme    string      `json:"scheme,omitempty"`
 	BodyBytes int         `json:"body_bytes"`
-	body      []byte
+	// Destinations names the destinations the event was queued for when there were several
+	// (format 2): an Update in one queue reads the others' records to tell whether the body is
+	// still needed (settlePayload). nil for one destination, which writes format 1.
+	Destinations []string `json:"-"`
+	body         []byte
 }
 
 func payloadOf(ev *dedupe.Event) *payload {
@@ -139,15 +143,29 @@ func payloadOf(ev *dedupe.Event) *payload {
 }
 
 // payloadFormat is the second byte of an encoded payload. The first is 0, which no payload of
-// the earlier format starts with: that is the uvarint length of its JSON, never empty.
-const payloadFormat = 1
+// the earlier format starts with: that is the uvarint length of its JSON, never empty. Format 2
+// is format 1 with the destinations' names first; an event queued for one destination is
+// written as format 1, as before destinations, so a build that predates them reads it.
+const (
+	payloadFormat             = 1
+	payloadFormatDestinations = 2
+)
 
-// encode lays the payload out as 0, the format, the version as a varint and the body's size as
-// a uvarint, then entity, method, URI, scheme, the number of header names and each name with
-// its number of values and the values (strings as a uvarint length and the bytes), and the body.
+// encode lays the payload out as 0, the format, (in format 2, the number of destinations and
+// their names,) the version as a varint and the body's size as a uvarint, then entity, method,
+// URI, scheme, the number of header names and each name with its number of values and the
+// values (strings as a uvarint length and the bytes), and the body.
 func (p *payload) encode() []byte {
 	v := make([]byte, 0, p.encodedLen()) // one allocation, of the exact size
-	v = append(v, 0, payloadFormat)
+	if len(p.Destinations) == 0 {
+		v = append(v, 0, payloadFormat)
+	} else {
+		v = append(v, 0, payloadFormatDestinations)
+		v = binary.AppendUvarint(v, uint64(len(p.Destinations)))
+		for _, name := range p.Destinations {
+			v = appendString(v, name)
+		}
+	}
 	v = binary.AppendVarint(v, p.Version)
 	v = binary.AppendUvarint(v, uint64(p.BodyBytes))
 	for _, s := range []string{p.Entity, p.Method, p.URI, p.Scheme} {
@@ -173,6 +191,12 @@ func (p *payload) encode() []byte {
 // encodedLen is the length of encode's result.
 func (p *payload) encodedLen() int {
 	n := 2 + varintLen(p.Version) + uvarintLen(uint64(p.BodyBytes)) + uvarintLen(uint64(len(p.Header))) + len(p.body)
+	if len(p.Destinations) > 0 {
+		n += uvarintLen(uint64(len(p.Destinations)))
+		for _, name := range p.Destinations {
+			n += uvarintLen(uint64(len(name))) + len(name)
+		}
+	}
 	for _, s := range []string{p.Entity, p.Method, p.URI, p.Scheme} {
 		n += uvarintLen(uint64(len(s))) + len(s)
 	}
@@ -219,11 +243,19 @@ func decodePayloadAs(v []byte, whole bool) (*payload, error) {
 		}
 		return p, err
 	}
-	if len(v) < 2 || v[1] != payloadFormat {
+	if len(v) < 2 || (v[1] != payloadFormat && v[1] != payloadFormatDestinations) {
 		return nil, fmt.Errorf("corrupt event payload of %d bytes", len(v))
 	}
 	r := byteReader{rest: v[2:]}
-	p := &payload{Version: r.varint(), BodyBytes: int(r.uvarint())}
+	var destinations []string
+	if v[1] == payloadFormatDestinations {
+		n := r.count()
+		destinations = make([]string, 0, min(n, 64))
+		for range n {
+			destinations = append(destinations, r.string())
+		}
+	}
+	p := &payload{Destinations: destinations, Version: r.varint(), BodyBytes: int(r.uvarint())}
 	var values []string // every header's values, in one allocation
 	if whole {
 		fields := r
@@ -382,12 +414,18 @@ func (k outboxKeys) event(r *outboxRecord, p *payload) *dedupe.Event {
 // is none or its exact expiry has passed; rec is still returned in the
 // latter case so its index entries can be cleaned up.
 func getRecord(txn *badger.Txn, k []byte, now time.Time) (rec *outboxRecord, live bool, err error) {
+	rec, _, live, err = getRecordUntil(txn, k, now)
+	return rec, live, err
+}
+
+// getRecordUntil is getRecord, with the record's exact expiry (zero for none).
+func getRecordUntil(txn *badger.Txn, k []byte, now time.Time) (rec *outboxRecord, until time.Time, live bool, err error) {
 	item, err := txn.Get(k)
 	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, false, nil
+		return nil, time.Time{}, false, nil
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, time.Time{}, false, err
 	}
 	var expires int64
 	err = item.Value(func(v []byte) error {
@@ -399,9 +437,12 @@ func getRecord(txn *badger.Txn, k []byte, now time.Time) (rec *outboxRecord, liv
 		return err
 	})
 	if err != nil {
-		return nil, false, err
+		return nil, time.Time{}, false, err
 	}
-	return rec, expires == 0 || now.UnixNano() < expires, nil
+	if expires == 0 {
+		return rec, time.Time{}, true, nil
+	}
+	return rec, time.Unix(0, expires), now.UnixNano() < expires, nil
 }
 
 // putRecord writes the delivery state; a zero expires means it never expires.
@@ -426,6 +467,23 @@ func getPayload(txn *badger.Txn, k []byte) (*payload, error) {
 	return decodePayload(v)
 }
 
+// getPayloadMeta reads an event's payload without its headers and body.
+func getPayloadMeta(txn *badger.Txn, k []byte) (*payload, error) {
+	item, err := txn.Get(k)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, fmt.Errorf("event record without payload %q", k)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var meta *payload
+	err = item.Value(func(v []byte) error {
+		meta, err = decodePayloadMeta(v) // no body: it would alias v, Badger's only during this call
+		return err
+	})
+	return meta, err
+}
+
 // retain rewrites the payload with a new expiry (zero: none) and returns it.
 // Badger keeps a TTL per written version, so changing it means writing the
 // value again; this happens once when an event dies and once per Replay.
@@ -448,18 +506,7 @@ func retain(txn *badger.Txn, k []byte, expires time.Time) (*payload, error) {
 // no listing shows, would stay in the LSM tree, a few hundred bytes an event.
 // It decodes the stored value in place rather than copying out the body.
 func shed(txn *badger.Txn, k []byte, expires time.Time) (*payload, error) {
-	item, err := txn.Get(k)
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, fmt.Errorf("event record without payload %q", k)
-	}
-	if err != nil {
-		return nil, err
-	}
-	var meta *payload
-	err = item.Value(func(v []byte) error {
-		meta, err = decodePayloadMeta(v) // no body: it would alias v, Badger's only during this call
-		return err
-	})
+	meta, err := getPayloadMeta(txn, k)
 	if err != nil {
 		return nil, err
 	}

@@ -31,7 +31,7 @@ func versionEntry(k []byte, version int64, ttl time.Duration) *badger.Entry {
 // the accepted version has already expired (the event waited longer than the version TTL): then
 // there is nothing to keep.
 func deliveredEntry(txn *badger.Txn, namespace, entity string, dk []byte, version int64) (*badger.Entry, error) {
-	vk, err := key(namespace, kindVersion, entity)
+	vk, err := key(routeOf(namespace), kindVersion, entity)
 	if err != nil {
 		return nil, err
 	}
@@ -48,23 +48,31 @@ func deliveredEntry(txn *badger.Txn, namespace, entity string, dk []byte, versio
 }
 
 // advanceAccepted writes the entity's accepted version c.Version (vk is its key), for
-// c.VersionTTL from now, and gives the delivered version, if any, the same new expiry: it is to
-// expire with the accepted one, not before it, or an older event still queued would be sent
-// after a newer one was delivered rather than superseded.
-func advanceAccepted(txn *badger.Txn, c dedupe.Claim, vk []byte) error {
+// c.VersionTTL from now, and gives its delivered version in each of the event's queues, if any,
+// the same new expiry: it is to expire with the accepted one, not before it, or an older event
+// still queued would be sent after a newer one was delivered rather than superseded.
+func advanceAccepted(txn *badger.Txn, c dedupe.Claim, vk []byte, queues []outboxKeys) error {
 	accepted := versionEntry(vk, c.Version, c.VersionTTL)
 	if err := txn.SetEntry(accepted); err != nil {
 		return err
 	}
-	dk, err := key(c.Namespace, kindDelivered, c.Entity)
-	if err != nil {
-		return err
+	for _, q := range queues {
+		dk, err := key(q.ns, kindDelivered, c.Entity)
+		if err != nil {
+			return err
+		}
+		delivered, found, err := getVersion(txn, dk)
+		if err != nil {
+			return err
+		}
+		if !found {
+			continue
+		}
+		e := badger.NewEntry(dk, versionValue(delivered))
+		e.ExpiresAt = accepted.ExpiresAt
+		if err := txn.SetEntry(e); err != nil {
+			return err
+		}
 	}
-	delivered, found, err := getVersion(txn, dk)
-	if err != nil || !found {
-		return err
-	}
-	e := badger.NewEntry(dk, versionValue(delivered))
-	e.ExpiresAt = accepted.ExpiresAt
-	return txn.SetEntry(e)
+	return nil
 }
