@@ -70,6 +70,7 @@ func TestPayloadRoundTrip(t *testing.T) {
 		{Method: "POST", URI: "/hooks?a=\xff", BodyBytes: 3, body: []byte("{}\xff"), Scheme: "stripe",
 			Entity: "cus_\xfe", Version: -7, Header: http.Header{"A": {"1", "\xff"}, "B": {}}},
 		{Method: "PUT", URI: "/", BodyBytes: 1 << 20},
+		{Method: "POST", URI: "/", BodyBytes: 2, body: []byte("{}"), Destinations: []string{"default", "billing", "a"}},
 	} {
 		v := p.encode()
 		got, err := decodePayload(v)
