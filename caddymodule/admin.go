@@ -100,8 +100,11 @@ func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 	if counts := findMonitored(parts[1]); counts != nil && parts[0] == "status" { // a sync route in monitor mode (monitor.go)
 		return counts.serveStatus(w, r, parts)
 	}
-	sender, err := findDeliverer(parts[1])
-	if err != nil {
+	sender, err := findDeliverer(parts[1], r.URL.Query().Get("dest"))
+	switch {
+	case errors.Is(err, errSeveralDestinations):
+		return apiError(http.StatusBadRequest, err)
+	case err != nil:
 		return apiError(http.StatusNotFound, err)
 	}
 	verb := parts[0] + " " + r.Method
@@ -118,7 +121,7 @@ func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 	case verb == "events GET" && !named:
 		return a.list(w, r, sender)
 	case verb == "events GET":
-		ev, err := sender.queue().Get(r.Context(), sender.key.name, id)
+		ev, err := sender.queue().Get(r.Context(), sender.key.queue(), id)
 		if err != nil {
 			return eventError(r.Context(), sender, id, err)
 		}
@@ -161,7 +164,7 @@ type routeStatus struct {
 }
 
 func (a *AdminAPI) status(w http.ResponseWriter, r *http.Request, sender *pooledDeliverer) error {
-	backlog, err := sender.queue().Pending(r.Context(), sender.key.name)
+	backlog, err := sender.queue().Pending(r.Context(), sender.key.queue())
 	if err != nil {
 		return apiError(http.StatusServiceUnavailable, fmt.Errorf("reading the backlog: %w", err))
 	}
@@ -252,7 +255,7 @@ func eventError(ctx context.Context, sender *pooledDeliverer, id string, err err
 	case errors.Is(err, dedupe.ErrNotFound):
 		return apiError(http.StatusNotFound, fmt.Errorf("event %q not found on route %s: delivered and superseded events are listed for keep, dead letters for dead_ttl", id, sender.key.name))
 	case errors.Is(err, dedupe.ErrNotDead):
-		if ev, getErr := sender.queue().Get(ctx, sender.key.name, id); getErr == nil {
+		if ev, getErr := sender.queue().Get(ctx, sender.key.queue(), id); getErr == nil {
 			return apiError(http.StatusConflict, fmt.Errorf("event %q on route %s is %s, not dead: only a dead letter can be replayed", id, sender.key.name, ev.State))
 		}
 	}
@@ -316,12 +319,12 @@ func (a *AdminAPI) list(w http.ResponseWriter, r *http.Request, sender *pooledDe
 	var view func(*dedupe.Event) any
 	switch q.Get("fields") {
 	case "":
-		events, err = sender.queue().List(r.Context(), sender.key.name, state, after, limit+1)
+		events, err = sender.queue().List(r.Context(), sender.key.queue(), state, after, limit+1)
 		view = func(ev *dedupe.Event) any { return viewOf(ev) }
 	case "delivery":
 		// A Badger ledger reads an event's body with its request line; the page, which
 		// lists a route's dead letters every few seconds, shows neither.
-		events, err = sender.queue().ListDeliveries(r.Context(), sender.key.name, state, after, limit+1)
+		events, err = sender.queue().ListDeliveries(r.Context(), sender.key.queue(), state, after, limit+1)
 		view = func(ev *dedupe.Event) any { return deliveryOf(ev) }
 	default:
 		return apiError(http.StatusBadRequest, fmt.Errorf("fields must be delivery, or left out for the whole listing"))

@@ -32,7 +32,7 @@ func (u *unreadableStore) List(context.Context, string, dedupe.State, dedupe.Cur
 // test ends.
 func swapQueue(t *testing.T, route string, wrap func(queueLedger) queueLedger) {
 	t.Helper()
-	sender, err := findDeliverer(route)
+	sender, err := findDeliverer(route, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,7 +81,7 @@ func (a *AdminAPI) replayAll(w http.ResponseWriter, r *http.Request, sender *poo
 func replayAll(ctx context.Context, sender *pooledDeliverer, room int, after dedupe.Cursor) (replayed, left int, stopped dedupe.Cursor, err error) {
 	began := time.Now()
 	for {
-		dead, err := sender.queue().ListDeliveries(ctx, sender.key.name, dedupe.Dead, after, replayPage)
+		dead, err := sender.queue().ListDeliveries(ctx, sender.key.queue(), dedupe.Dead, after, replayPage)
 		if err != nil {
 			return replayed, 0, after, err
 		}
@@ -117,14 +117,14 @@ func replayAll(ctx context.Context, sender *pooledDeliverer, room int, after ded
 func replayIfRoom(ctx context.Context, sender *pooledDeliverer, id string, bound int) (full bool, err error) {
 	sender.replaying.Lock()
 	defer sender.replaying.Unlock()
-	backlog, err := sender.queue().Pending(ctx, sender.key.name)
+	backlog, err := sender.queue().Pending(ctx, sender.key.queue())
 	if err != nil {
 		return false, &backlogError{err}
 	}
 	if backlog >= bound {
 		return true, nil
 	}
-	return false, sender.queue().Replay(ctx, sender.key.name, id, time.Now())
+	return false, sender.queue().Replay(ctx, sender.key.queue(), id, time.Now())
 }
 
 // backlogError is a failure to read a route's backlog.
@@ -137,7 +137,7 @@ func (e *backlogError) Unwrap() error { return e.err }
 func countDead(ctx context.Context, sender *pooledDeliverer, after dedupe.Cursor) (int, error) {
 	n := 0
 	for {
-		dead, err := sender.queue().ListDeliveries(ctx, sender.key.name, dedupe.Dead, after, replayPage)
+		dead, err := sender.queue().ListDeliveries(ctx, sender.key.queue(), dedupe.Dead, after, replayPage)
 		if err != nil {
 			return n, fmt.Errorf("counting the dead letters left: %w", err)
 		}

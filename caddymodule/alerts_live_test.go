@@ -74,8 +74,8 @@ func TestAlertsAndDashboardUseOnlyLiveMetrics(t *testing.T) {
 	var live map[string]float64
 	hooktest.WaitFor(t, "the delivery and the dead letter counted", 10*time.Second, func() bool {
 		live = scrape(t)
-		return live[`hookgate_deliveries_total{result="delivered",route="alertasync"}`] == 1 &&
-			live[`hookgate_deliveries_total{result="dead",route="alertasync"}`] == 1
+		return live[`hookgate_deliveries_total{destination="default",result="delivered",route="alertasync"}`] == 1 &&
+			live[`hookgate_deliveries_total{destination="default",result="dead",route="alertasync"}`] == 1
 	})
 
 	var queries []string

@@ -12,7 +12,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookgate/hookgate/caddymodule/ledgerpool"
-	"github.com/hookgate/hookgate/deliver"
 )
 
 func init() {
@@ -50,10 +49,10 @@ type App struct {
 type routeKey struct{ store, name string }
 
 type appRoute struct {
-	store    *ledgerpool.Ledger
-	minFree  uint64          // the store's disk watermark, as this route sets it
-	delivery *deliver.Config // nil in sync mode
-	sender   *pooledDeliverer
+	store        *ledgerpool.Ledger
+	minFree      uint64             // the store's disk watermark, as this route sets it
+	destinations []*destination     // none in sync mode
+	senders      []*pooledDeliverer // the destinations' deliverers, in their order, once started
 }
 
 // CaddyModule returns the Caddy module information.
@@ -80,7 +79,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 // IDs would silently collide, and in two stores the admin API, the CLI and /metrics, which
 // know a route by its name, could not tell them apart. Routes sharing a store may not set
 // different min_free for it either, since it has one watermark.
-func (a *App) register(key routeKey, store *ledgerpool.Ledger, delivery *deliver.Config, minFree uint64) error {
+func (a *App) register(key routeKey, store *ledgerpool.Ledger, destinations []*destination, minFree uint64) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for other, r := range a.routes {
@@ -98,7 +97,7 @@ func (a *App) register(key routeKey, store *ledgerpool.Ledger, delivery *deliver
 				other.name, key.name, store.Name(), humanize.IBytes(r.minFree), humanize.IBytes(minFree))
 		}
 	}
-	a.routes[key] = &appRoute{store: store, delivery: delivery, minFree: minFree}
+	a.routes[key] = &appRoute{store: store, destinations: destinations, minFree: minFree}
 	return nil
 }
 
@@ -109,15 +108,14 @@ func (a *App) Start() error {
 	defer a.mu.Unlock()
 	for key, r := range a.routes {
 		r.store.SetMinFree(r.minFree) // this config's, across a reload
-		if r.delivery == nil {
-			continue
+		for _, d := range r.destinations {
+			sender, err := acquireDeliverer(a, deliveryKey{routeKey: key, destination: d.name}, r.store, d.cfg, a.logger)
+			if err != nil {
+				a.releaseAll()
+				return err
+			}
+			r.senders = append(r.senders, sender)
 		}
-		sender, err := acquireDeliverer(a, key, r.store, *r.delivery, a.logger)
-		if err != nil {
-			a.releaseAll()
-			return err
-		}
-		r.sender = sender
 	}
 	startCounting(a)
 	a.warnStrandedAll()
@@ -136,12 +134,12 @@ func (a *App) Stop() error {
 func (a *App) releaseAll() error {
 	var errs []error
 	for _, r := range a.routes {
-		if r.sender != nil {
-			if err := releaseDeliverer(a, r.sender); err != nil {
+		for _, sender := range r.senders {
+			if err := releaseDeliverer(a, sender); err != nil {
 				errs = append(errs, err)
 			}
-			r.sender = nil
 		}
+		r.senders = nil
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("hookgate: stopping deliverers: %v", errs)
@@ -154,8 +152,11 @@ func (a *App) notify(key routeKey) {
 	a.mu.Lock()
 	r := a.routes[key]
 	a.mu.Unlock()
-	if r != nil && r.sender != nil {
-		r.sender.Notify()
+	if r == nil {
+		return
+	}
+	for _, sender := range r.senders {
+		sender.Notify()
 	}
 }
 
@@ -163,12 +164,12 @@ func (a *App) notify(key routeKey) {
 // (Ledger.WarnStranded).
 func (a *App) warnStrandedAll() {
 	byStore := map[*ledgerpool.Ledger]map[string]bool{}
-	for key, r := range a.routes {
+	for _, r := range a.routes {
 		if byStore[r.store] == nil {
 			byStore[r.store] = map[string]bool{}
 		}
-		if r.delivery != nil {
-			byStore[r.store][key.name] = true
+		for _, d := range r.destinations {
+			byStore[r.store][d.queue] = true
 		}
 	}
 	for store, delivering := range byStore {

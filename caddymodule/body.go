@@ -244,7 +244,7 @@ func pooledSize(n int64) int64 {
 // buffer is no larger than max_body, so that the reservation of the whole buffer
 // fits the body budget as max_body does.
 func (h *Handler) poolsBody(n int64) bool {
-	return h.Forward == nil && n > 0 && n <= pooledBodyMax && pooledSize(n) <= h.MaxBody
+	return !h.async() && n > 0 && n <= pooledBodyMax && pooledSize(n) <= h.MaxBody
 }
 
 // takeBody returns a pooled buffer for a body of Content-Length n, which poolsBody allows, held

@@ -221,13 +221,9 @@ func (h *Handler) unmarshalCompound(d *caddyfile.Dispenser, sub string) error {
 		}
 		h.Version = v
 	case "only":
-		args := d.RemainingArgs()
-		if len(args) < 3 {
-			return d.Err("only takes: json|header <path|name> <value>...")
-		}
-		f := Filter{From: args[0], Name: args[1], Values: args[2:]}
-		if err := f.check(); err != nil {
-			return d.Err(err.Error())
+		f, err := unmarshalFilter(d)
+		if err != nil {
+			return err
 		}
 		h.Only = append(h.Only, f)
 	case "forward":
@@ -235,7 +231,14 @@ func (h *Handler) unmarshalCompound(d *caddyfile.Dispenser, sub string) error {
 		if err != nil {
 			return err
 		}
-		h.Forward = f
+		if f.Name == "" {
+			if h.Forward != nil {
+				return d.Err("forward: a route has one unnamed forward; name each of several (forward NAME URL)")
+			}
+			h.Forward = f
+			break
+		}
+		h.Forwards = append(h.Forwards, f)
 	case "storage":
 		st, err := unmarshalStorage(d)
 		if err != nil {

@@ -240,7 +240,7 @@ func TestUnmarshalCaddyfileForward(t *testing.T) {
 	}
 
 	for input, wantErr := range map[string]string{
-		"hookgate {\n forward\n}":                              "wrong argument count",
+		"hookgate {\n forward\n}":                              "forward takes: [name] <url>",
 		"hookgate {\n forward http://x {\n workers many\n}\n}": "not a number",
 		"hookgate {\n forward http://x {\n timeout soon\n}\n}": "timeout",
 		"hookgate {\n forward http://x {\n backoff\n}\n}":      "wrong argument count",

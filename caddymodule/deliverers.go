@@ -2,8 +2,10 @@ package caddymodule
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,7 +17,7 @@ import (
 	"github.com/hookgate/hookgate/deliver"
 )
 
-// deliverers holds one running deliverer per route across config reloads, so a reload
+// deliverers holds one running deliverer per destination of a route across config reloads, so a reload
 // reconfigures it in place instead of stopping one and starting another: nothing queued is
 // dropped, sent twice or stalled.
 var deliverers = caddy.NewUsagePool()
@@ -24,9 +26,18 @@ var deliverers = caddy.NewUsagePool()
 // delivered again after their lease.
 const stopTimeout = 10 * time.Second
 
+// deliveryKey identifies a destination of a route: its deliverer's key in deliverers.
+type deliveryKey struct {
+	routeKey
+	destination string
+}
+
+// queue is the namespace of the destination's queue.
+func (k deliveryKey) queue() string { return dedupe.QueueNamespace(k.name, k.destination) }
+
 type pooledDeliverer struct {
 	*deliver.Deliverer
-	key routeKey
+	key deliveryKey
 	// store is the route's ledger, which the deliverer's outbox is; the admin API reads it
 	// through queue.
 	store queueLedger
@@ -61,15 +72,19 @@ type owner struct {
 	cfg deliver.Config
 }
 
-// acquireDeliverer starts the route's deliverer, or reconfigures the running one, for app.
-func acquireDeliverer(app *App, key routeKey, store *ledgerpool.Ledger, cfg deliver.Config, logger *zap.Logger) (*pooledDeliverer, error) {
+// acquireDeliverer starts the destination's deliverer, or reconfigures the running one, for app.
+func acquireDeliverer(app *App, key deliveryKey, store *ledgerpool.Ledger, cfg deliver.Config, logger *zap.Logger) (*pooledDeliverer, error) {
 	val, loaded, err := deliverers.LoadOrNew(key, func() (caddy.Destructor, error) {
-		d := deliver.New(store.Outbox(), key.name, cfg, logger.With(zap.String("route", key.name)))
+		logger := logger.With(zap.String("route", key.name))
+		if key.destination != dedupe.DefaultDestination {
+			logger = logger.With(zap.String("destination", key.destination))
+		}
+		d := deliver.New(store.Outbox(), key.queue(), cfg, logger)
 		d.Start()
 		return &pooledDeliverer{Deliverer: d, key: key, store: store}, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("hookgate: deliverer %s: %w", key.name, err)
+		return nil, fmt.Errorf("hookgate: deliverer %s %s: %w", key.name, key.destination, err)
 	}
 	p := val.(*pooledDeliverer)
 	p.mu.Lock()
@@ -117,23 +132,40 @@ func (p *pooledDeliverer) Destruct() error {
 	return p.Stop(ctx)
 }
 
-// findDeliverer returns the running deliverer of the route with this name, for the admin API.
-func findDeliverer(name string) (*pooledDeliverer, error) {
+// findDeliverer returns the running deliverer of the route with this name and its destination
+// named dest, for the admin API. dest may be "" when the route has one destination.
+func findDeliverer(name, dest string) (*pooledDeliverer, error) {
 	var found []*pooledDeliverer
+	stores := map[string]bool{}
 	deliverers.Range(func(k, v any) bool {
-		if k.(routeKey).name == name {
-			found = append(found, v.(*pooledDeliverer))
+		if key := k.(deliveryKey); key.name == name {
+			stores[key.store] = true
+			if dest == "" || key.destination == dest {
+				found = append(found, v.(*pooledDeliverer))
+			}
 		}
 		return true
 	})
-	switch len(found) {
-	case 0:
+	switch {
+	case len(stores) == 0:
 		return nil, fmt.Errorf("no async route named %q is running", name)
-	case 1:
+	case len(stores) > 1:
+		return nil, fmt.Errorf("several stores have a route named %q", name)
+	case len(found) == 1:
 		return found[0], nil
+	case len(found) == 0:
+		return nil, fmt.Errorf("route %q has no destination named %q", name, dest)
 	}
-	return nil, fmt.Errorf("several stores have a route named %q", name)
+	names := make([]string, len(found))
+	for i, p := range found {
+		names[i] = p.key.destination
+	}
+	slices.Sort(names)
+	return nil, fmt.Errorf("%w: route %q has %s; name one with ?dest=", errSeveralDestinations, name, strings.Join(names, ", "))
 }
+
+// errSeveralDestinations is findDeliverer's error for a route whose destination must be named.
+var errSeveralDestinations = errors.New("several destinations")
 
 // Interface guard
 var _ caddy.Destructor = (*pooledDeliverer)(nil)

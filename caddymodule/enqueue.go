@@ -10,9 +10,8 @@ import (
 	"time"
 
 	"github.com/dustin/go-humanize"
-	"go.uber.org/zap"
-
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/jsonpath"
 )
 
 // maxAsyncBody is the largest max_body of an async route: the queue stores an event of at most
@@ -24,19 +23,28 @@ const maxAsyncBody = dedupe.MaxPayload - http.DefaultMaxHeaderBytes
 // checkAsyncMaxBody refuses, at provision, a max_body that an async route could not queue:
 // every request near it would be refused.
 func (h *Handler) checkAsyncMaxBody() error {
-	if h.Forward == nil || h.MaxBody <= maxAsyncBody {
+	if !h.async() || h.MaxBody <= maxAsyncBody {
 		return nil
 	}
 	return fmt.Errorf("max_body %s is too large for an async route: the queue stores at most %s per event, headers included, so max_body may be at most %s",
 		humanize.IBytes(uint64(h.MaxBody)), humanize.IBytes(dedupe.MaxPayload), humanize.IBytes(maxAsyncBody))
 }
 
-// enqueue is async mode's hand-on: the dedupe record, the version advance and the queued event
-// are committed in one synced ledger transaction, and only then does the provider get 202. A
-// route whose backlog is at max_pending answers 503: the ledger checks the bound in the same
-// step, so no burst takes the backlog past it. A duplicate or stale event is still answered
-// 200 then: it would add nothing to the backlog, and a 503 would only make the provider retry it.
-func (h *Handler) enqueue(out *outcome, r *http.Request, body []byte, claim dedupe.Claim) error {
+// enqueue is async mode's hand-on: the dedupe record, the version advance and the event, queued
+// for every destination that takes it, are committed in one synced ledger transaction, and only
+// then does the provider get 202. An event no destination takes is answered 200 ignored and
+// stored nowhere. A destination whose backlog is at max_pending makes the route answer 503: the
+// ledger checks the bounds in the same step, so no burst takes a backlog past its bound. A
+// duplicate or stale event is still answered 200 then: it would add nothing to the backlog, and a
+// 503 would only make the provider retry it.
+func (h *Handler) enqueue(out *outcome, r *http.Request, body []byte, doc *jsonpath.Body, claim dedupe.Claim) error {
+	taken, err := h.takers(&claim, r, doc)
+	switch {
+	case err != nil:
+		return out.reject(http.StatusBadRequest, err)
+	case !taken:
+		return out.ignored(reasonNoDestination)
+	}
 	ev := &dedupe.Event{
 		Namespace:  h.Name,
 		ID:         claim.ID,
@@ -54,24 +62,38 @@ func (h *Handler) enqueue(out *outcome, r *http.Request, body []byte, claim dedu
 		out.event(ev.ID, ev.Scheme)
 	}
 	h.keepURLForResign(ev, r)
-	claim.MaxPending = h.maxPending
 	found, err := h.ledger.Accept(r.Context(), claim, ev, time.Duration(h.DedupeTTL))
 	if errors.Is(err, dedupe.ErrTooLarge) {
 		return out.reject(http.StatusRequestEntityTooLarge, fmt.Errorf("request too large to queue (body and headers over %s)", humanize.IBytes(dedupe.MaxPayload)))
 	}
 	if err == nil && found == dedupe.Full {
-		h.noteBacklogFull(true)
-		return out.busy(reasonBacklogFull, fmt.Sprintf("backlog of undelivered events is at max_pending (%d)", h.maxPending))
+		return h.refuseFull(out, r.Context(), claim)
 	}
 	if answered, err := h.answerUnlessNew(out, "accept", found, err); answered {
 		return err
 	}
-	if h.backlogFull.Load() {
-		h.noteBacklogDrained(r.Context())
-	}
+	h.noteDrained(r.Context())
 	h.app.notify(h.key)
 	out.accepted()
 	return out.acknowledge(ev.ID)
+}
+
+// reasonNoDestination is {http.hookgate.reason} of an accepted event no destination's `only`
+// takes.
+const reasonNoDestination = "no destination takes the event"
+
+// refuseFull answers 503 for an event a destination's backlog has no room for, naming the
+// destination when the route has several.
+func (h *Handler) refuseFull(out *outcome, ctx context.Context, claim dedupe.Claim) error {
+	d := h.fullDestination(ctx, claim)
+	if d == nil { // drained since the ledger refused: the provider's retry will find room
+		return out.busy(reasonBacklogFull, "backlog of undelivered events is at max_pending")
+	}
+	h.noteFull(d, true)
+	if len(h.destinations) == 1 {
+		return out.busy(reasonBacklogFull, fmt.Sprintf("backlog of undelivered events is at max_pending (%d)", d.cfg.MaxPending))
+	}
+	return out.busy(reasonBacklogFull, fmt.Sprintf("backlog of undelivered events for destination %s is at max_pending (%d)", d.name, d.cfg.MaxPending))
 }
 
 // storedHeader copies the request's headers that a queued event keeps: all but Content-Length,
@@ -102,31 +124,6 @@ func (h *Handler) storedHeader(in http.Header) http.Header {
 		}
 	}
 	return out
-}
-
-// noteBacklogFull logs once when the route's backlog reaches max_pending and once when it has
-// drained (noteBacklogDrained), not once per refused request.
-func (h *Handler) noteBacklogFull(full bool) {
-	if h.backlogFull.Swap(full) == full {
-		return
-	}
-	if full {
-		h.logger.Warn("backlog at max_pending: refusing new events (503) until deliveries catch up",
-			zap.String("route", h.Name), zap.Int("max_pending", h.maxPending))
-		return
-	}
-	h.logger.Info("backlog below max_pending: accepting events again", zap.String("route", h.Name), zap.Int("max_pending", h.maxPending))
-}
-
-// noteBacklogDrained ends the full state once the backlog is a tenth below max_pending. At the
-// bound each delivery lets one accept in before the next is refused again: ending the state on
-// the first accept would log a WARN and an INFO per delivery.
-func (h *Handler) noteBacklogDrained(ctx context.Context) {
-	backlog, err := h.ledger.Pending(ctx, h.Name)
-	if err != nil || backlog > h.maxPending-max(1, h.maxPending/10) {
-		return
-	}
-	h.noteBacklogFull(false)
 }
 
 // randomEventID is the ID of an event the provider sent none for (dedupe off): the queue still

@@ -9,7 +9,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 
 	"github.com/hookgate/hookgate/caddymodule/ledgerpool"
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/deliver"
 	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
@@ -82,15 +82,16 @@ func TestAsyncRequestAtMaxBodyIsQueuedAndOneTooLargeIs413(t *testing.T) {
 // refused in between (docs/architecture.md: logged once per change of state).
 func TestBacklogFullLoggedOncePerChange(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
-	h := &Handler{Name: "orders", maxPending: 5, backlogFull: new(atomic.Bool), logger: zap.New(core)}
+	d := &destination{name: dedupe.DefaultDestination, queue: "orders", cfg: deliver.Config{MaxPending: 5}}
+	h := &Handler{Name: "orders", destinations: []*destination{d}, logger: zap.New(core)}
 	for range 3 {
-		h.noteBacklogFull(false)
+		h.noteFull(d, false)
 	}
 	for range 50 {
-		h.noteBacklogFull(true)
+		h.noteFull(d, true)
 	}
-	h.noteBacklogFull(false)
-	h.noteBacklogFull(false)
+	h.noteFull(d, false)
+	h.noteFull(d, false)
 	var got []string
 	for _, e := range logs.All() {
 		got = append(got, e.Level.String()+" "+e.Message)
@@ -114,7 +115,8 @@ func TestBacklogFullEndsOnceDrainedATenth(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = pool.Detach() })
 	core, logs := observer.New(zap.InfoLevel)
-	h := &Handler{Name: "orders", maxPending: 10, backlogFull: new(atomic.Bool), ledger: pool, logger: zap.New(core)}
+	d := &destination{name: dedupe.DefaultDestination, queue: "orders", cfg: deliver.Config{MaxPending: 10}}
+	h := &Handler{Name: "orders", destinations: []*destination{d}, ledger: pool, logger: zap.New(core)}
 	ctx := context.Background()
 	for i := range 10 {
 		id := fmt.Sprintf("evt_%d", i)
@@ -123,8 +125,8 @@ func TestBacklogFullEndsOnceDrainedATenth(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h.noteBacklogFull(true)
-	h.noteBacklogDrained(ctx) // backlog 10 of 10
+	h.noteFull(d, true)
+	h.noteDrained(ctx) // backlog 10 of 10
 	if n := logs.FilterMessageSnippet("accepting events again").Len(); n != 0 {
 		t.Fatalf("%d INFO lines with the backlog still at max_pending", n)
 	}
@@ -136,8 +138,8 @@ func TestBacklogFullEndsOnceDrainedATenth(t *testing.T) {
 	if err := pool.Update(ctx, leased[0], time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	h.noteBacklogDrained(ctx) // backlog 9 of 10
-	h.noteBacklogDrained(ctx)
+	h.noteDrained(ctx) // backlog 9 of 10
+	h.noteDrained(ctx)
 	if n := logs.FilterMessageSnippet("accepting events again").Len(); n != 1 {
 		t.Fatalf("%d INFO lines once the backlog is a tenth below max_pending, want 1", n)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/tidwall/gjson"
 	"golang.org/x/net/http/httpguts"
 
@@ -187,25 +188,33 @@ type Filter struct {
 // fails one of the route's `only` filters; answered is false when it is to go on. A body a JSON
 // filter cannot read as the app would is refused 400 (internal/jsonpath).
 func (h *Handler) filter(out *outcome, r *http.Request, doc *jsonpath.Body) (answered bool, _ error) {
-	for i := range h.Only {
-		f := &h.Only[i]
-		match, err := f.matches(r, doc)
-		if err != nil {
-			return true, out.reject(http.StatusBadRequest, err)
-		}
-		if match {
-			continue
-		}
-		// The ID, when there is one, tells the log which event was left out; a missing one is
-		// no error here.
-		var id string
-		if h.ID != nil && !h.DedupeOff {
-			id, _ = h.ID.lookup(r, doc)
-		}
-		out.event(id, h.scheme)
-		return true, out.ignored(f.reason)
+	f, err := firstMismatch(h.Only, r, doc)
+	switch {
+	case err != nil:
+		return true, out.reject(http.StatusBadRequest, err)
+	case f == nil:
+		return false, nil
 	}
-	return false, nil
+	// The ID, when there is one, tells the log which event was left out; a missing one is
+	// no error here.
+	var id string
+	if h.ID != nil && !h.DedupeOff {
+		id, _ = h.ID.lookup(r, doc)
+	}
+	out.event(id, h.scheme)
+	return true, out.ignored(f.reason)
+}
+
+// firstMismatch is the first of filters the event does not match, nil when it matches all.
+func firstMismatch(filters []Filter, r *http.Request, doc *jsonpath.Body) (*Filter, error) {
+	for i := range filters {
+		f := &filters[i]
+		match, err := f.matches(r, doc)
+		if err != nil || !match {
+			return f, err
+		}
+	}
+	return nil, nil
 }
 
 // matches reports whether the request's value matches one of the filter's values. A body that is
@@ -315,6 +324,19 @@ func (f *Filter) provision() error {
 	}
 	f.reason = "no match for only " + f.From + " " + f.Name
 	return nil
+}
+
+// unmarshalFilter parses an `only` line's arguments.
+func unmarshalFilter(d *caddyfile.Dispenser) (Filter, error) {
+	args := d.RemainingArgs()
+	if len(args) < 3 {
+		return Filter{}, d.Err("only takes: json|header <path|name> <value>...")
+	}
+	f := Filter{From: args[0], Name: args[1], Values: args[2:]}
+	if err := f.check(); err != nil {
+		return Filter{}, d.Err(err.Error())
+	}
+	return f, nil
 }
 
 // provisionFilters compiles the route's `only` filters.

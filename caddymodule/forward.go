@@ -14,12 +14,26 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/deliver"
 )
 
 // Forward turns a route into async mode: each accepted event is durably queued, the provider gets
 // 202 at once, and a background deliverer sends the event to URL with retries and a dead letter.
+// A route may have several (Handler.Forwards), each a destination with its own queue, filters,
+// retries, dead letters and rate.
 type Forward struct {
+	// Name is the destination's name: 1 to 32 letters, digits, '-' or '_', unique in the route,
+	// which operators give the admin API and the CLI. Required in Handler.Forwards; a lone
+	// Handler.Forward's is `default`. The destination named `default` delivers the queue that a
+	// route with a lone forward had, so it keeps its backlog and dead letters when others are
+	// added.
+	Name string `json:"name,omitempty"`
+	// Only, when set, sends the destination only the accepted events that match every one of
+	// these filters (as the route's own `only`, which decides what is accepted at all). An event
+	// that no destination takes is answered 200 ignored and stored nowhere. Default: none (every
+	// accepted event).
+	Only []Filter `json:"only,omitempty"`
 	// URL is the upstream's scheme and host (http or https), with an optional path prefix;
 	// the request's path and query are kept. A bare host:port (`127.0.0.1:3000`) is http, as
 	// reverse_proxy takes it. Required.
@@ -51,8 +65,9 @@ type Forward struct {
 	Keep caddy.Duration `json:"keep,omitempty"`
 	// DeadTTL is how long dead letters are kept for replay. Default: 720h (30 days).
 	DeadTTL caddy.Duration `json:"dead_ttl,omitempty"`
-	// MaxPending bounds the route's backlog, in events: while this many accepted events are
-	// undelivered (waiting or being attempted), new ones get 503 with Retry-After. Default:
+	// MaxPending bounds the destination's backlog, in events: while this many accepted events
+	// are undelivered to it (waiting or being attempted), new ones it would take get 503 with
+	// Retry-After, for every destination: a 202 promises the event to all that take it. Default:
 	// 100000, an hour's upstream outage at about 28 events/s; a queued event takes its body
 	// plus about 0.6 KiB of disk.
 	MaxPending int `json:"max_pending,omitempty"`
@@ -130,11 +145,19 @@ func redactedAddress(raw string) string {
 	return raw
 }
 
-// unmarshalForward parses `forward URL { ... }`.
+// unmarshalForward parses `forward [NAME] URL { ... }`: a lone forward has no name.
 func unmarshalForward(d *caddyfile.Dispenser) (*Forward, error) {
 	f := new(Forward)
-	if !d.AllArgs(&f.URL) {
-		return nil, d.ArgErr()
+	switch args := d.RemainingArgs(); len(args) {
+	case 1:
+		f.URL = args[0]
+	case 2:
+		f.Name, f.URL = args[0], args[1]
+		if err := dedupe.CheckDestinationName(f.Name); err != nil {
+			return nil, d.Errf("forward: %v", err)
+		}
+	default:
+		return nil, d.Err("forward takes: [name] <url>")
 	}
 	if _, err := (&Forward{URL: f.URL}).deliverConfig(); err != nil { // the address alone, with its line
 		return nil, d.Err(err.Error())
@@ -181,6 +204,12 @@ func unmarshalForward(d *caddyfile.Dispenser) (*Forward, error) {
 			if err := checkChoice(d, "jitter", f.Jitter, []string{deliver.JitterProportional, deliver.JitterFull, deliver.JitterNone}); err != nil {
 				return nil, err
 			}
+		case sub == "only":
+			filter, err := unmarshalFilter(d)
+			if err != nil {
+				return nil, err
+			}
+			f.Only = append(f.Only, filter)
 		case sub == "backoff":
 			for d.NextArg() {
 				dur, err := caddy.ParseDuration(d.Val())
@@ -193,7 +222,7 @@ func unmarshalForward(d *caddyfile.Dispenser) (*Forward, error) {
 				return nil, d.ArgErr()
 			}
 		default:
-			known := slices.Concat(slices.Collect(maps.Keys(ints)), slices.Collect(maps.Keys(durations)), []string{"resign", "rate", "jitter", "backoff"})
+			known := slices.Concat(slices.Collect(maps.Keys(ints)), slices.Collect(maps.Keys(durations)), []string{"resign", "rate", "jitter", "backoff", "only"})
 			slices.Sort(known)
 			return nil, unknownSubdirective(d, "forward", sub, known)
 		}

@@ -81,8 +81,8 @@ func (h *Handler) serve(out *outcome, w http.ResponseWriter, r *http.Request, ne
 		return out.reject(http.StatusBadRequest, err)
 	}
 	out.event(claim.ID, h.scheme)
-	if h.Forward != nil {
-		return h.enqueue(out, r, body, claim)
+	if h.async() {
+		return h.enqueue(out, r, body, &doc, claim)
 	}
 	if err := h.signHandedOn(r, claim.ID, body); err != nil { // sign_upstream (signupstream.go)
 		return out.reject(http.StatusInternalServerError, err)

@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/deliver"
 	"github.com/hookgate/hookgate/verify"
 )
 
@@ -100,7 +100,7 @@ func newRequestPathFixture(tb testing.TB, async bool, next caddyhttp.Handler) *r
 	h.ID.provision()
 	if async {
 		h.Forward = &Forward{URL: "http://127.0.0.1:1"}
-		h.maxPending, h.backlogFull = 1000, new(atomic.Bool)
+		h.destinations = []*destination{{forward: h.Forward, name: dedupe.DefaultDestination, queue: h.Name, cfg: deliver.Config{MaxPending: 1000}}}
 	}
 	if next == nil {
 		next = caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {

@@ -35,13 +35,13 @@ var (
 	}, []string{"route"})
 	deliveriesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hookgate_deliveries_total",
-		Help: "Events' recorded delivery outcomes, by route and result (delivered, retry, dead, superseded).",
-	}, []string{"route", "result"})
+		Help: "Events' recorded delivery outcomes, by route, destination and result (delivered, retry, dead, superseded).",
+	}, []string{"route", "destination", "result"})
 	deliverySeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "hookgate_delivery_seconds",
-		Help:    "Time taken by one delivery attempt to the upstream, by route.",
+		Help:    "Time taken by one delivery attempt to the upstream, by route and destination.",
 		Buckets: append(prometheus.DefBuckets, 30),
-	}, []string{"route"})
+	}, []string{"route", "destination"})
 )
 
 // The reason classes of refusals: a small fixed set, where the answer's body has the words.
@@ -137,14 +137,15 @@ type deliveryObserver struct {
 	results  map[dedupe.State]prometheus.Counter
 }
 
-func newDeliveryObserver(route string) *deliveryObserver {
+// newDeliveryObserver counts the deliveries of a route's destination (default for a lone forward).
+func newDeliveryObserver(route, destination string) *deliveryObserver {
 	return &deliveryObserver{
-		attempts: deliverySeconds.WithLabelValues(route),
+		attempts: deliverySeconds.WithLabelValues(route, destination),
 		results: map[dedupe.State]prometheus.Counter{
-			dedupe.Delivered:  deliveriesTotal.WithLabelValues(route, "delivered"),
-			dedupe.Pending:    deliveriesTotal.WithLabelValues(route, "retry"),
-			dedupe.Dead:       deliveriesTotal.WithLabelValues(route, "dead"),
-			dedupe.Superseded: deliveriesTotal.WithLabelValues(route, "superseded"),
+			dedupe.Delivered:  deliveriesTotal.WithLabelValues(route, destination, "delivered"),
+			dedupe.Pending:    deliveriesTotal.WithLabelValues(route, destination, "retry"),
+			dedupe.Dead:       deliveriesTotal.WithLabelValues(route, destination, "dead"),
+			dedupe.Superseded: deliveriesTotal.WithLabelValues(route, destination, "superseded"),
 		},
 	}
 }
@@ -236,14 +237,14 @@ const scrapeTimeout = 2 * time.Second
 
 var (
 	queueDepthDesc = prometheus.NewDesc("hookgate_queue_depth",
-		"Events of an async route by state: pending (queued, not yet delivered or dead) and in_flight (being sent now, or sent and its outcome being recorded).",
-		[]string{"route", "state"}, nil)
+		"Events of an async route's destination by state: pending (queued, not yet delivered or dead) and in_flight (being sent now, or sent and its outcome being recorded).",
+		[]string{"route", "destination", "state"}, nil)
 	upstreamPausedDesc = prometheus.NewDesc("hookgate_upstream_paused",
-		"1 while an async route's upstream is paused after failures in a row (one event at a time probes it), else 0.",
-		[]string{"route"}, nil)
+		"1 while an async route's destination's upstream is paused after failures in a row (one event at a time probes it), else 0.",
+		[]string{"route", "destination"}, nil)
 	oldestPendingDesc = prometheus.NewDesc("hookgate_queue_oldest_pending_seconds",
-		"Age of an async route's oldest undelivered event (pending, being attempted or not), since it was accepted; 0 when none is pending.",
-		[]string{"route"}, nil)
+		"Age of the oldest event an async route's destination has not delivered (pending, being attempted or not), since it was accepted; 0 when none is pending.",
+		[]string{"route", "destination"}, nil)
 	diskFreeDesc = prometheus.NewDesc("hookgate_ledger_disk_free_bytes",
 		"Free space of the filesystem of a route's Badger ledger, as last read (at most a few seconds old).",
 		[]string{"route"}, nil)
@@ -280,7 +281,8 @@ func (c *routesCollector) Collect(ch chan<- prometheus.Metric) {
 	wg.Wait()
 }
 
-// collectRoute reports one route's disk, ledger, upstream and backlog.
+// collectRoute reports one route's disk and ledger, and each of its destinations' upstream and
+// backlog.
 func collectRoute(ch chan<- prometheus.Metric, name string, r appRoute) {
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
@@ -288,20 +290,26 @@ func collectRoute(ch chan<- prometheus.Metric, name string, r appRoute) {
 		ch <- prometheus.MustNewConstMetric(diskFreeDesc, prometheus.GaugeValue, float64(avail), name)
 		ch <- prometheus.MustNewConstMetric(diskLowDesc, prometheus.GaugeValue, boolGauge(low), name)
 	}
-	pending, err := r.store.Pending(ctx, name)
+	_, err := r.store.Pending(ctx, name)
 	ch <- prometheus.MustNewConstMetric(ledgerAvailableDesc, prometheus.GaugeValue, boolGauge(err == nil), name)
-	if r.sender == nil {
-		return
+	for _, sender := range r.senders {
+		collectDestination(ctx, ch, r.store, sender)
 	}
-	status := r.sender.Status()
-	ch <- prometheus.MustNewConstMetric(upstreamPausedDesc, prometheus.GaugeValue, boolGauge(status.Paused), name)
-	ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(status.InFlight), name, "in_flight")
+}
+
+// collectDestination reports a destination's upstream and backlog.
+func collectDestination(ctx context.Context, ch chan<- prometheus.Metric, store *ledgerpool.Ledger, sender *pooledDeliverer) {
+	route, dest, queue := sender.key.name, sender.key.destination, sender.key.queue()
+	status := sender.Status()
+	ch <- prometheus.MustNewConstMetric(upstreamPausedDesc, prometheus.GaugeValue, boolGauge(status.Paused), route, dest)
+	ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(status.InFlight), route, dest, "in_flight")
+	pending, err := store.Pending(ctx, queue)
 	if err != nil {
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(pending), name, "pending")
-	if age, err := oldestPendingAge(ctx, r.store, name, pending); err == nil {
-		ch <- prometheus.MustNewConstMetric(oldestPendingDesc, prometheus.GaugeValue, age.Seconds(), name)
+	ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(pending), route, dest, "pending")
+	if age, err := oldestPendingAge(ctx, store, queue, pending); err == nil {
+		ch <- prometheus.MustNewConstMetric(oldestPendingDesc, prometheus.GaugeValue, age.Seconds(), route, dest)
 	}
 }
 
@@ -309,11 +317,11 @@ func collectRoute(ch chan<- prometheus.Metric, name string, r appRoute) {
 // pending. Both stores list pending events by accept time (Badger's state index, Redis's sorted
 // listing), so it is the first of a listing without bodies: one index entry and one record
 // read, not a scan and never a body.
-func oldestPendingAge(ctx context.Context, store *ledgerpool.Ledger, route string, pending int) (time.Duration, error) {
+func oldestPendingAge(ctx context.Context, store *ledgerpool.Ledger, queue string, pending int) (time.Duration, error) {
 	if pending == 0 {
 		return 0, nil
 	}
-	oldest, err := store.ListDeliveries(ctx, route, dedupe.Pending, dedupe.Cursor{}, 1)
+	oldest, err := store.ListDeliveries(ctx, queue, dedupe.Pending, dedupe.Cursor{}, 1)
 	if err != nil || len(oldest) == 0 { // none: delivered since the count was read
 		return 0, err
 	}

@@ -38,7 +38,7 @@ func TestMetricsOldestPendingAge(t *testing.T) {
 }
 
 func checkOldestPendingAge(t *testing.T, tester *caddytest.Tester, route string, down *atomic.Bool) {
-	age := `hookgate_queue_oldest_pending_seconds{route="` + route + `"}`
+	age := `hookgate_queue_oldest_pending_seconds{destination="default",route="` + route + `"}`
 	if got, ok := scrape(t)[age]; !ok || got != 0 {
 		t.Fatalf("with nothing queued, %s is %v (exposed: %v), want 0", age, got, ok)
 	}
@@ -63,6 +63,6 @@ func checkOldestPendingAge(t *testing.T, tester *caddytest.Tester, route string,
 	down.Store(false)
 	hooktest.WaitFor(t, "both events delivered and the age back to 0", 15*time.Second, func() bool {
 		got := scrape(t)
-		return got[`hookgate_queue_depth{route="`+route+`",state="pending"}`] == 0 && got[age] == 0
+		return got[`hookgate_queue_depth{destination="default",route="`+route+`",state="pending"}`] == 0 && got[age] == 0
 	})
 }

@@ -24,7 +24,7 @@ func TestMetricsOffExposesAndCountsNothing(t *testing.T) {
 	on := gatewayConfig(route, unusedUpstream, asyncRoute(up.Listener.Addr().String()))
 	off := strings.Replace(on, "{\n", "{\n\thookgate {\n\t\tmetrics off\n\t}\n", 1)
 	accepted := `hookgate_requests_total{mode="enforce",outcome="accepted",reason="",route="` + route + `"}`
-	delivered := `hookgate_deliveries_total{result="delivered",route="` + route + `"}`
+	delivered := `hookgate_deliveries_total{destination="default",result="delivered",route="` + route + `"}`
 	sendOne := func(tester *caddytest.Tester, i int) {
 		ev := hooktest.NewEvent(t, fmt.Sprintf("evt_off_%d_%d", i, time.Now().UnixNano()), fmt.Sprintf("obj_off_%d", i), 1)
 		hooktest.ExpectReply(t, "accepted", send(t, tester.Client, ev), http.StatusAccepted, "")

@@ -44,8 +44,8 @@ func TestMetricsOfARemovedRouteGoAway(t *testing.T) {
 	var before map[string]float64
 	hooktest.WaitFor(t, "both routes' deliveries counted", 10*time.Second, func() bool {
 		before = scrape(t)
-		return before[`hookgate_deliveries_total{result="delivered",route="kept"}`] >= 1 &&
-			before[`hookgate_deliveries_total{result="delivered",route="dropped"}`] >= 1
+		return before[`hookgate_deliveries_total{destination="default",result="delivered",route="kept"}`] >= 1 &&
+			before[`hookgate_deliveries_total{destination="default",result="delivered",route="dropped"}`] >= 1
 	})
 	if len(seriesOf(before, "dropped")) == 0 {
 		t.Fatalf("before the reload, no series of the route dropped")
@@ -59,7 +59,7 @@ func TestMetricsOfARemovedRouteGoAway(t *testing.T) {
 	if after[kept] != before[kept] {
 		t.Errorf("after the reload, %s is %v, was %v", kept, after[kept], before[kept])
 	}
-	if _, ok := after[`hookgate_queue_depth{route="kept",state="pending"}`]; !ok {
+	if _, ok := after[`hookgate_queue_depth{destination="default",route="kept",state="pending"}`]; !ok {
 		t.Errorf("after the reload, the kept route's queue depth is missing")
 	}
 }

@@ -64,9 +64,9 @@ func TestMetricsAddUp(t *testing.T) {
 	var got map[string]float64
 	hooktest.WaitFor(t, "deliveries counted", 10*time.Second, func() bool {
 		got = scrape(t)
-		return got[series("hookgate_deliveries_total", `result="delivered"`)] == accepted &&
-			got[series("hookgate_deliveries_total", `result="dead"`)] == 1 &&
-			got[series("hookgate_queue_depth", `state="pending"`)] == 0
+		return got[series("hookgate_deliveries_total", `destination="default"`, `result="delivered"`)] == accepted &&
+			got[series("hookgate_deliveries_total", `destination="default"`, `result="dead"`)] == 1 &&
+			got[series("hookgate_queue_depth", `destination="default"`, `state="pending"`)] == 0
 	})
 	want := map[string]float64{
 		series("hookgate_requests_total", `mode="enforce"`, `outcome="accepted"`, `reason=""`):               accepted + 1,
@@ -76,15 +76,15 @@ func TestMetricsAddUp(t *testing.T) {
 		series("hookgate_requests_total", `mode="enforce"`, `outcome="rejected"`, `reason="timestamp"`):      1,
 		series("hookgate_requests_total", `mode="enforce"`, `outcome="rejected"`, `reason="body_too_large"`): 1,
 		// Refused on their headers, the old timestamp and the oversized body are never verified.
-		series("hookgate_verify_seconds_count"):                   accepted + 1 + duplicates + 1 + forgeries,
-		series("hookgate_deliveries_total", `result="delivered"`): accepted,
-		series("hookgate_deliveries_total", `result="dead"`):      1,
-		series("hookgate_deliveries_total", `result="retry"`):     0,
-		series("hookgate_delivery_seconds_count"):                 accepted + 1,
-		series("hookgate_queue_depth", `state="pending"`):         0,
-		series("hookgate_upstream_paused"):                        0,
-		series("hookgate_ledger_disk_low"):                        0,
-		series("hookgate_ledger_available"):                       0, // 1 throughout
+		series("hookgate_verify_seconds_count"):                                            accepted + 1 + duplicates + 1 + forgeries,
+		series("hookgate_deliveries_total", `destination="default"`, `result="delivered"`): accepted,
+		series("hookgate_deliveries_total", `destination="default"`, `result="dead"`):      1,
+		series("hookgate_deliveries_total", `destination="default"`, `result="retry"`):     0,
+		series("hookgate_delivery_seconds_count", `destination="default"`):                 accepted + 1,
+		series("hookgate_queue_depth", `destination="default"`, `state="pending"`):         0,
+		series("hookgate_upstream_paused", `destination="default"`):                        0,
+		series("hookgate_ledger_disk_low"):                                                 0,
+		series("hookgate_ledger_available"):                                                0, // 1 throughout
 	}
 	for name, n := range want {
 		if _, ok := got[name]; !ok {
@@ -112,7 +112,7 @@ func TestMetricsAddUp(t *testing.T) {
 	tester.InitServer(strings.Replace(cfg, "timeout 2s", "timeout 3s", 1), "caddyfile")
 	hooktest.ExpectReply(t, "accepted after the reload", send(t, tester.Client, hooktest.NewEvent(t, "evt_m_after", "obj_m_after", 1)), http.StatusAccepted, "")
 	hooktest.WaitFor(t, "the delivery after the reload", 10*time.Second, func() bool {
-		return scrape(t)[series("hookgate_deliveries_total", `result="delivered"`)] == accepted+1
+		return scrape(t)[series("hookgate_deliveries_total", `destination="default"`, `result="delivered"`)] == accepted+1
 	})
 	after := scrape(t)
 	acceptedSeries := series("hookgate_requests_total", `mode="enforce"`, `outcome="accepted"`, `reason=""`)
@@ -189,7 +189,7 @@ func TestScrapeWhileRedisHangsAnswersInTime(t *testing.T) {
 	const route = "rvm12redishang"
 	srv := startRedis(t, redistest.Durable...)
 	startRedisAsyncGateway(t, route, srv.Addr, nil, unusedUpstream)
-	pending := `hookgate_queue_depth{route="` + route + `",state="pending"}`
+	pending := `hookgate_queue_depth{destination="default",route="` + route + `",state="pending"}`
 	if _, ok := scrape(t)[pending]; !ok {
 		t.Fatalf("%s not exposed while Redis is up", pending)
 	}

@@ -5,7 +5,6 @@
 package caddymodule
 
 import (
-	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -118,6 +117,12 @@ type Handler struct {
 	// handler gets the request).
 	Forward *Forward `json:"forward,omitempty"`
 
+	// Forwards are the route's named destinations, beside Forward or instead of it: each
+	// accepted event is stored once and delivered to every destination whose `only` filters it
+	// matches, each with its own queue, retries, dead letters, rate and max_pending. Default:
+	// none.
+	Forwards []*Forward `json:"forwards,omitempty"`
+
 	// Only, when set, hands on only the verified events that match every one of these filters
 	// (event.go); the others are answered 200 {"received":true,"ignored":true}, and neither
 	// handed on, queued nor recorded in the ledger. Default: none (every event is handed on).
@@ -174,11 +179,9 @@ type Handler struct {
 	ledger routeLedger
 	// key is the route in the hookgate app (registerRoute).
 	key routeKey
-	// maxPending is an async route's bound on its backlog (Forward.MaxPending, defaulted).
-	maxPending int
-	// backlogFull is set while accepts are refused at maxPending, so that is logged once.
-	backlogFull *atomic.Bool
-	app         *App
+	// destinations are an async route's destinations as they run (destination.go).
+	destinations []*destination
+	app          *App
 	// metricsOff is the hookgate global option's metrics off: nothing is counted.
 	metricsOff bool
 	// series is the hold on the route's series (metrics.go), let go at Cleanup.

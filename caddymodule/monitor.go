@@ -40,7 +40,7 @@ func (h *Handler) mode() string {
 // hookgate would accept carry, and refuse the rest.
 func (h *Handler) checkMonitor() error {
 	switch {
-	case h.Monitor && h.Forward != nil:
+	case h.Monitor && h.async():
 		return errors.New("monitor and forward cannot be used together: monitor hands every request on to the next handler as it came, " +
 			"while forward answers the provider itself and delivers later; monitor a sync route (without forward), then enforce it")
 	case h.Monitor && h.SignUpstream.set():

@@ -4,13 +4,11 @@ import (
 	"cmp"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/hookgate/hookgate/caddymodule/ledgerpool"
-	"github.com/hookgate/hookgate/deliver"
 	"github.com/hookgate/hookgate/verify"
 )
 
@@ -127,23 +125,11 @@ func (h *Handler) registerRoute(ctx caddy.Context, storeKey string) error {
 	h.app = app.(*App)
 	h.metricsOff = h.app.MetricsOff
 	h.series = holdRouteSeries(h.Name)
-	var delivery *deliver.Config
-	if h.Forward != nil {
-		cfg, err := h.Forward.deliverConfig()
-		if err != nil {
-			return err
-		}
-		if !h.metricsOff {
-			cfg.Observer = newDeliveryObserver(h.Name)
-		}
-		if h.upstream != nil {
-			cfg.Sign = h.upstream.signAttempt
-		}
-		delivery = &cfg
-		h.maxPending, h.backlogFull = cfg.MaxPending, new(atomic.Bool)
+	if err := h.provisionDestinations(); err != nil {
+		return err
 	}
 	h.key = routeKey{store: storeKey, name: h.Name}
-	return h.app.register(h.key, h.pool, delivery, h.minFree())
+	return h.app.register(h.key, h.pool, h.destinations, h.minFree())
 }
 
 // minFree is the route's storage min_free, or its default.

@@ -209,7 +209,7 @@ func TestRedisReloadKeepsClientAndDeliverer(t *testing.T) {
 	tester.InitServer(cfg(2), "caddyfile")
 	hooktest.ExpectReply(t, "before the reload", send(t, tester.Client, hooktest.NewEvent(t, "evt_rr_1", "obj_rr", 1)), http.StatusAccepted, "")
 	hooktest.WaitFor(t, "delivery before the reload", 10*time.Second, func() bool { return up.Count("evt_rr_1") == 1 })
-	sender, err := findDeliverer("redisreload")
+	sender, err := findDeliverer("redisreload", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestRedisReloadKeepsClientAndDeliverer(t *testing.T) {
 	tester.InitServer(cfg(3), "caddyfile")
 	hooktest.ExpectReply(t, "after the reload", send(t, tester.Client, hooktest.NewEvent(t, "evt_rr_2", "obj_rr", 2)), http.StatusAccepted, "")
 	hooktest.WaitFor(t, "delivery after the reload", 10*time.Second, func() bool { return up.Count("evt_rr_2") == 1 })
-	after, err := findDeliverer("redisreload")
+	after, err := findDeliverer("redisreload", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -217,10 +217,10 @@ var gatewayScheme, _ = verify.Preset("standard")
 // provisionUpstreamSigning checks resign and sign_upstream against the route's scheme cfg and
 // builds their signer. secrets are the route's expanded secrets: resign uses the first.
 func (h *Handler) provisionUpstreamSigning(cfg verify.Config, secrets []string) error {
-	resign := h.Forward != nil && h.Forward.Resign
+	resign := slices.ContainsFunc(h.forwards(), func(f *Forward) bool { return f.Resign })
 	// Kept on every async route of a scheme that signs the URL, resign or not: resign turned on
 	// mid-backlog (after an outage's 401s) can then re-sign the events queued before it.
-	h.keepSignedURL = h.Forward != nil && cfg.SignsURL()
+	h.keepSignedURL = h.async() && cfg.SignsURL()
 	if !resign && !h.SignUpstream.set() {
 		return nil
 	}
@@ -289,6 +289,20 @@ func sharedGatewayHeader(cfg verify.Config) string {
 		}
 	}
 	return ""
+}
+
+// forDestination is the signer of a destination that resigns or not: s without its resigner for
+// one that does not, nil when nothing is left to sign.
+func (s *upstreamSigner) forDestination(resign bool) *upstreamSigner {
+	if s == nil || resign || s.resigner == nil {
+		return s
+	}
+	if s.appKey == "" {
+		return nil
+	}
+	plain := *s
+	plain.resigner, plain.needsURL = nil, false
+	return &plain
 }
 
 // signAttempt is deliver.Config.Sign: it signs one delivery attempt of ev, at the attempt's time.

@@ -73,7 +73,7 @@ func (a *AdminAPI) routes(w http.ResponseWriter, r *http.Request) error {
 	summaries := make([]routeSummary, 0, len(senders))
 	for _, sender := range senders {
 		s := routeSummary{Name: sender.key.name, routeStatus: routeStatus{Status: sender.Status(), MaxPending: sender.config().MaxPending}}
-		backlog, err := sender.queue().Pending(r.Context(), sender.key.name)
+		backlog, err := sender.queue().Pending(r.Context(), sender.key.queue())
 		s.Backlog, s.rateView = backlog, rateOf(sender.config().Rate, backlog)
 		if err != nil {
 			s.Error = fmt.Sprintf("reading the backlog: %v", err)

@@ -5,15 +5,18 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/hookgate/hookgate/dedupe"
 )
 
 // strandedScanTimeout bounds the count of pending events that WarnStranded makes.
 const strandedScanTimeout = time.Minute
 
-// WarnStranded logs one WARN per namespace of the store that holds pending events but is not
-// in delivering (the names of the config's async routes on it): renaming a route (its `name`),
-// or making it sync, leaves its queue behind, and nothing would ever deliver it. A config
-// runs it once as it starts, in the background, so a large ledger never delays the start.
+// WarnStranded logs one WARN per queue of the store that holds pending events but is not in
+// delivering (the queue namespaces of the config's async routes' destinations on it): renaming a
+// route (its `name`) or a destination, or making a route sync, leaves its queue behind, and
+// nothing would ever deliver it. A config runs it once as it starts, in the background, so a
+// large ledger never delays the start.
 func (p *Ledger) WarnStranded(logger *zap.Logger, delivering map[string]bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), strandedScanTimeout)
 	defer cancel()
@@ -27,9 +30,16 @@ func (p *Ledger) WarnStranded(logger *zap.Logger, delivering map[string]bool) {
 		return
 	}
 	for ns, n := range pending {
-		if !delivering[ns] {
-			logger.Warn("pending events in a namespace no async route uses: they are not delivered until a route with `forward` has that name again",
-				zap.String("namespace", ns), zap.Int("pending", n), zap.String("store", p.name))
+		if delivering[ns] {
+			continue
 		}
+		route, destination := dedupe.SplitQueueNamespace(ns)
+		if destination == dedupe.DefaultDestination {
+			logger.Warn("pending events in a namespace no async route uses: they are not delivered until a route with `forward` has that name again",
+				zap.String("namespace", route), zap.Int("pending", n), zap.String("store", p.name))
+			continue
+		}
+		logger.Warn("pending events in a destination's queue no async route delivers: they are not delivered until the route has a `forward` of that name again",
+			zap.String("namespace", route), zap.String("destination", destination), zap.Int("pending", n), zap.String("store", p.name))
 	}
 }
