@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -101,7 +102,10 @@ func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 		return counts.serveStatus(w, r, parts)
 	}
 	sender, err := findDeliverer(parts[1], r.URL.Query().Get("dest"))
+	isStatus := parts[0] == "status" && r.Method == http.MethodGet && (len(parts) == 2 || parts[2] == "")
 	switch {
+	case errors.Is(err, errSeveralDestinations) && isStatus:
+		return a.statusOfAll(w, r, parts[1])
 	case errors.Is(err, errSeveralDestinations):
 		return apiError(http.StatusBadRequest, err)
 	case err != nil:
@@ -153,23 +157,55 @@ func eventID(r *http.Request, parts []string) (id string, named bool, err error)
 	return id, true, nil
 }
 
-// routeStatus is an async route's state for operators.
+// routeStatus is an async route's destination's state for operators.
 type routeStatus struct {
 	deliver.Status
-	// Backlog is the number of the route's undelivered events, waiting or being attempted.
+	// Backlog is the number of the destination's undelivered events, waiting or being attempted.
 	Backlog int `json:"backlog"`
 	// MaxPending is the backlog at which new events are refused with 503.
 	MaxPending int `json:"max_pending"`
 	rateView
+	// err says why the backlog could not be read; the rest holds.
+	err error
+}
+
+// statusOf is the destination's state now.
+func statusOf(ctx context.Context, sender *pooledDeliverer) routeStatus {
+	cfg := sender.config()
+	backlog, err := sender.queue().Pending(ctx, sender.key.queue())
+	s := routeStatus{Status: sender.Status(), Backlog: backlog, MaxPending: cfg.MaxPending, err: err}
+	if err == nil { // the drain time is unknown without the backlog
+		s.rateView = rateOf(cfg.Rate, backlog)
+	} else {
+		s.rateView = rateView{Rate: rateOf(cfg.Rate, 0).Rate}
+	}
+	return s
 }
 
 func (a *AdminAPI) status(w http.ResponseWriter, r *http.Request, sender *pooledDeliverer) error {
-	backlog, err := sender.queue().Pending(r.Context(), sender.key.queue())
-	if err != nil {
-		return apiError(http.StatusServiceUnavailable, fmt.Errorf("reading the backlog: %w", err))
+	s := statusOf(r.Context(), sender)
+	if s.err != nil {
+		return apiError(http.StatusServiceUnavailable, fmt.Errorf("reading the backlog: %w", s.err))
 	}
-	cfg := sender.config()
-	return writeJSON(w, routeStatus{Status: sender.Status(), Backlog: backlog, MaxPending: cfg.MaxPending, rateView: rateOf(cfg.Rate, backlog)})
+	return writeJSON(w, s)
+}
+
+// statusOfAll answers a route of several destinations' status without dest: each one's, by name.
+func (a *AdminAPI) statusOfAll(w http.ResponseWriter, r *http.Request, route string) error {
+	all := map[string]routeStatus{}
+	var failed error
+	deliverers.Range(func(k, v any) bool {
+		if key := k.(deliveryKey); key.name == route {
+			s := statusOf(r.Context(), v.(*pooledDeliverer))
+			all[key.destination] = s
+			failed = cmp.Or(failed, s.err)
+		}
+		return true
+	})
+	if failed != nil {
+		return apiError(http.StatusServiceUnavailable, fmt.Errorf("reading the backlog: %w", failed))
+	}
+	return writeJSON(w, map[string]any{"route": route, "destinations": all})
 }
 
 // pathParts splits the escaped path after /hookgate/ into its unescaped segments, so an ID

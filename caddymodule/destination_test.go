@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -170,5 +171,30 @@ func TestADestinationThatIsDownHoldsUpNoOther(t *testing.T) {
 		if status, body := admin(t, http.MethodGet, "/hookgate/status/fanout?dest="+dest); status != http.StatusOK || !strings.Contains(body, `"backlog":0`) {
 			t.Errorf("%s's status: %d %s, want an empty backlog", dest, status, body)
 		}
+	}
+	var all struct {
+		Route        string
+		Destinations map[string]struct{ Backlog int }
+	}
+	status, body = admin(t, http.MethodGet, "/hookgate/status/fanout")
+	if err := json.Unmarshal([]byte(body), &all); status != http.StatusOK || err != nil || all.Route != "fanout" ||
+		len(all.Destinations) != 3 || all.Destinations["down"].Backlog != n || all.Destinations["a"].Backlog != 0 {
+		t.Errorf("the route's status without dest: %d %s, want each destination's", status, body)
+	}
+	var listed struct {
+		Routes []struct{ Name, Destination string }
+	}
+	status, body = admin(t, http.MethodGet, "/hookgate/routes")
+	if err := json.Unmarshal([]byte(body), &listed); status != http.StatusOK || err != nil {
+		t.Fatalf("routes: %d %s", status, body)
+	}
+	var names []string
+	for _, r := range listed.Routes {
+		if r.Name == "fanout" {
+			names = append(names, r.Destination)
+		}
+	}
+	if strings.Join(names, ",") != "a,c,down" {
+		t.Errorf("routes lists fanout's destinations as %q, want a, c, down", names)
 	}
 }

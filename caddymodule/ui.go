@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"cmp"
 	"crypto/sha256"
 	_ "embed"
 	"encoding/base64"
@@ -55,6 +56,9 @@ func (a *AdminAPI) serveUI(w http.ResponseWriter, r *http.Request) error {
 // counters (no scan of the ledger).
 type routeSummary struct {
 	Name string `json:"name"`
+	// Destination names the destination on a route that has several; absent for a route's only
+	// one, which needs no naming.
+	Destination string `json:"destination,omitempty"`
 	routeStatus
 	// Error says why the backlog could not be read (the ledger out of reach); the rest holds.
 	Error string `json:"error,omitempty"`
@@ -70,17 +74,23 @@ func (a *AdminAPI) routes(w http.ResponseWriter, r *http.Request) error {
 		senders = append(senders, v.(*pooledDeliverer))
 		return true
 	})
+	destinations := map[string]int{}
+	for _, sender := range senders {
+		destinations[sender.key.name]++
+	}
 	summaries := make([]routeSummary, 0, len(senders))
 	for _, sender := range senders {
-		s := routeSummary{Name: sender.key.name, routeStatus: routeStatus{Status: sender.Status(), MaxPending: sender.config().MaxPending}}
-		backlog, err := sender.queue().Pending(r.Context(), sender.key.queue())
-		s.Backlog, s.rateView = backlog, rateOf(sender.config().Rate, backlog)
-		if err != nil {
-			s.Error = fmt.Sprintf("reading the backlog: %v", err)
-			s.DrainTime = "" // unknown with the backlog
+		s := routeSummary{Name: sender.key.name, routeStatus: statusOf(r.Context(), sender)}
+		if destinations[sender.key.name] > 1 {
+			s.Destination = sender.key.destination
+		}
+		if s.err != nil {
+			s.Error = fmt.Sprintf("reading the backlog: %v", s.err)
 		}
 		summaries = append(summaries, s)
 	}
-	slices.SortFunc(summaries, func(a, b routeSummary) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(summaries, func(a, b routeSummary) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Destination, b.Destination))
+	})
 	return writeJSON(w, map[string]any{"routes": summaries})
 }

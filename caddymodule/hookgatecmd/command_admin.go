@@ -114,9 +114,9 @@ func (f *allFlag) Set(value string) error {
 // It refuses an empty argument before sending anything: an unset shell variable ("$ID") must not
 // change what the request is about.
 func adminCommand(use, short string, args cobra.PositionalArgs, request func([]string) (method, uri string, err error)) *cobra.Command {
-	var address, config, adapter string
+	var address, config, adapter, dest string
 	cmd := &cobra.Command{
-		Use:   use + " [--address <admin>] [--config <file> [--adapter <name>]]",
+		Use:   use + " [--dest <destination>] [--address <admin>] [--config <file> [--adapter <name>]]",
 		Short: short,
 		Args: func(cmd *cobra.Command, given []string) error {
 			for i, arg := range given {
@@ -130,6 +130,13 @@ func adminCommand(use, short string, args cobra.PositionalArgs, request func([]s
 			method, uri, err := request(args)
 			if err != nil {
 				return err
+			}
+			if dest != "" {
+				sep := "?"
+				if strings.Contains(uri, "?") {
+					sep = "&"
+				}
+				uri += sep + url.Values{"dest": {dest}}.Encode()
 			}
 			addr, err := caddycmd.DetermineAdminAPIAddress(address, nil, config, adapter)
 			if err != nil {
@@ -148,6 +155,7 @@ func adminCommand(use, short string, args cobra.PositionalArgs, request func([]s
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&dest, "dest", "", "the route's destination (its forward's name); required on a route of several")
 	f.StringVar(&address, "address", "", "the admin API's address (default: from --config, else localhost:2019)")
 	f.StringVar(&config, "config", "", "the Caddy config whose admin address to use")
 	f.StringVar(&adapter, "adapter", "", "the config's adapter")
