@@ -51,7 +51,7 @@ func (s *Store) Lease(ctx context.Context, namespace string, now time.Time, n in
 	if lease <= 0 {
 		return nil, fmt.Errorf("redisstore: lease: lease must be positive, got %v", lease)
 	}
-	t, err := s.tag(namespace)
+	_, q, err := s.queue(namespace)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: lease: %w", err)
 	}
@@ -68,7 +68,7 @@ func (s *Store) Lease(ctx context.Context, namespace string, now time.Time, n in
 		}
 	}()
 	for round := range leaseRounds {
-		evs, cut, dropped, err := s.leaseRound(ctx, t, namespace, now, n-len(out), until, leaseBytes-bytes)
+		evs, cut, dropped, err := s.leaseRound(ctx, q, namespace, now, n-len(out), until, leaseBytes-bytes)
 		gone += dropped
 		if err != nil {
 			if round > 0 {
@@ -87,11 +87,11 @@ func (s *Store) Lease(ctx context.Context, namespace string, now time.Time, n in
 	return out, nil
 }
 
-// leaseRound runs the lease script once, for up to n events and maxBytes of bodies; cut says it
+// leaseRound runs the lease script once on the queue whose keys start with q, for up to n events and maxBytes of bodies; cut says it
 // stopped on its scan budget with fewer than n handed out, so that due entries may be left; gone
 // is the number of queue entries of gone events it dropped.
-func (s *Store) leaseRound(ctx context.Context, t, namespace string, now time.Time, n int, until time.Time, maxBytes int) (evs []*dedupe.Event, cut bool, gone int, err error) {
-	res, err := leaseScript.Run(ctx, s.perRequest, scriptKeys(t, "q", "L", "z", "s:"+string(dedupe.Pending)), micros(now), strconv.Itoa(n),
+func (s *Store) leaseRound(ctx context.Context, q, namespace string, now time.Time, n int, until time.Time, maxBytes int) (evs []*dedupe.Event, cut bool, gone int, err error) {
+	res, err := leaseScript.Run(ctx, s.perRequest, scriptKeys(q, "q", "L", "z", "s:"+string(dedupe.Pending)), micros(now), strconv.Itoa(n),
 		micros(until), nanos(until), strconv.Itoa(n+leaseScan), strconv.Itoa(maxBytes), rand.Text()).Slice()
 	if err != nil {
 		return nil, false, 0, err
