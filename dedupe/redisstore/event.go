@@ -41,7 +41,8 @@ const (
 	fieldDestinations = "d" // the shared hash's: the names of the event's destinations, space-separated
 	// The lease script keeps "ln" too: the token of the Lease call that leased it last; the
 	// replay script "rp": the token of the Replay call that replayed it last; the accept
-	// script "ac" until a final state: the token of the Accept call that stored it.
+	// script "ac" until a final state: the token of the Accept call that stored it (in the
+	// shared hash, while it lasts, for an event of several destinations).
 )
 
 // listFields are the fields List returns: all but the header and body.

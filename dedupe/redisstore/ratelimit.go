@@ -10,7 +10,7 @@ import (
 // TakeStart implements dedupe.StartLimiter in one script over one key of the queue of namespace
 // (dedupe.QueueNamespace: each destination of a route has its own rate), in its route's hash
 // slot (so on the same Cluster shard as its queue), timed by Redis's clock: every node sharing
-// the store takes its starts from it, so the route's rate bounds them all together.
+// the store takes its starts from it, so the queue's rate bounds them all together.
 func (s *Store) TakeStart(ctx context.Context, namespace string, interval, ahead time.Duration) (time.Duration, error) {
 	if interval < time.Microsecond {
 		return 0, fmt.Errorf("redisstore: take start: interval must be at least 1µs, got %v", interval)
