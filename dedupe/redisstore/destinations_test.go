@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"bytes"
+	"errors"
 	"maps"
 	"slices"
 	"strconv"
@@ -306,4 +307,51 @@ func scriptCalls(t *testing.T, client redis.UniversalClient) int {
 		}
 	}
 	return n
+}
+
+// An event whose shared header and body are gone from Redis (evicted, deleted by hand, lost in a
+// failover) is gone from each of its queues as Lease meets it, reported as such, and no longer
+// counted as Pending; its dead letter cannot be replayed.
+func TestAnEventWhoseSharedBodyIsGoneIsDroppedFromItsQueues(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	reported := map[string]int{}
+	s.OnGoneEvents(func(namespace string, n int) { reported[namespace] += n })
+	if out, err := s.Accept(ctx, threeWays("e"), queued("e", base), time.Hour); err != nil || out != dedupe.Claimed {
+		t.Fatalf("Accept: %v, %v", out, err)
+	}
+	settleIn(t, s, analytics, "e", dedupe.Dead, time.Hour)
+	tag, _ := s.tag(ns)
+	if err := s.client.Del(ctx, tag+"p:e").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{ns, billing} {
+		if got, err := s.Lease(ctx, q, base, 10, time.Minute); err != nil || len(got) != 0 {
+			t.Fatalf("Lease(%q): %v, %v; want nothing handed out without its body", q, ids(got), err)
+		}
+		if n, err := s.Pending(ctx, q); err != nil || n != 0 {
+			t.Errorf("Pending(%q) once its event is found gone: %d, %v", q, n, err)
+		}
+		if reported[q] != 1 {
+			t.Errorf("gone events reported for %q: %d, want 1", q, reported[q])
+		}
+	}
+	if err := s.Replay(ctx, analytics, "e", base); !errors.Is(err, dedupe.ErrNotFound) {
+		t.Errorf("Replay of the dead letter without its body: %v, want ErrNotFound", err)
+	}
+}
+
+// A queue's namespace names a route and a destination as dedupe.QueueNamespace makes them: a
+// bad destination name, or the default destination named, is an error, not another queue.
+func TestAQueueNamespaceNamesAValidDestination(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	for _, bad := range []string{ns + "\x00@a/b", ns + "\x00@", ns + "\x00@" + dedupe.DefaultDestination, ns + "\x00@x\x00@y"} {
+		if _, err := s.Lease(ctx, bad, base, 1, time.Minute); err == nil {
+			t.Errorf("Lease(%q): no error", bad)
+		}
+		if _, err := s.Get(ctx, bad, "e"); err == nil || errors.Is(err, dedupe.ErrNotFound) {
+			t.Errorf("Get(%q): %v, want an error of the namespace", bad, err)
+		}
+	}
 }
