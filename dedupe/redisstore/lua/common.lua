@@ -57,9 +57,9 @@ local function dedupeOutcome(ids)
   return nil
 end
 
--- free ends the hold, in queue Q, of the entity's lease holders (the events one Lease handed out) and puts
--- the entity's earliest waiting events back in the due queue at their own due times, where the
--- next Lease finds them in order.
+-- free ends the hold, in queue Q, of the entity's lease holders (the events one Lease handed
+-- out) and puts the entity's earliest waiting events back in the due queue at their own due
+-- times, where the next Lease finds them in order.
 local function free(entity)
   redis.call('DEL', Q .. 'o:' .. entity)
   redis.call('ZREM', Q .. 'L', entity)

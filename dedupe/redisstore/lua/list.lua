@@ -1,7 +1,7 @@
--- List of queue Q. ARGV: 1 state, 2 where to start (a ZRANGEBYLEX bound), 3 limit, 4 most members to
--- examine, then the fields to return. Returns {resume, rows...}, a row {id, values...} per event;
--- resume is '' once the walk reached the limit or the listing's end, else the bound to go on from
--- (it examined its most). It drops members whose event expired (or was accepted again under its
+-- List of queue Q. ARGV: 1 state, 2 where to start (a ZRANGEBYLEX bound), 3 limit, 4 most
+-- members to examine, then the fields to return. Returns {resume, rows...}, a row {id,
+-- values...} per event; resume is '' once the walk reached the limit or the listing's end, else
+-- the bound to go on from (it examined its most). It drops members whose event expired (or was accepted again under its
 -- ID): first those x says expired, at most as many as it may examine, then any it walks past.
 local state, start, limit, budget = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local set = Q .. 's:' .. state
