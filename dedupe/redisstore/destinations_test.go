@@ -355,3 +355,39 @@ func TestAQueueNamespaceNamesAValidDestination(t *testing.T) {
 		}
 	}
 }
+
+// With maxmemory reached under noeviction, an event for several destinations is refused whole:
+// nothing of it is left in any queue nor in the route (its ID is not marked done), and each
+// destination's deliverer can still lease and record deliveries, which frees the memory.
+func TestFullMemoryRefusesAnEventForSeveralDestinationsWhole(t *testing.T) {
+	t.Parallel()
+	srv := fullServer(t, "noeviction")
+	s := storeAt(t, srv.Addr, "hookgate")
+	refused := ""
+	for i := 0; i < 2000 && refused == ""; i++ {
+		id := "ev" + strconv.Itoa(i)
+		out, err := s.Accept(ctx, threeWays(id), bigEvent(id, base, 8<<10), time.Hour)
+		switch {
+		case err != nil && strings.Contains(err.Error(), "OOM"):
+			refused = id
+		case err != nil || out != dedupe.Claimed:
+			t.Fatalf("Accept %s: %v, %v", id, out, err)
+		}
+	}
+	if refused == "" {
+		t.Fatal("Redis never ran out of memory")
+	}
+	if left, err := s.client.Keys(ctx, "*"+refused).Result(); err != nil || len(left) > 0 {
+		t.Fatalf("the refused event %s left %q (%v)", refused, left, err)
+	}
+	for _, q := range []string{billing, analytics} {
+		evs, err := s.Lease(ctx, q, base.Add(time.Minute), 4, time.Minute)
+		if err != nil || len(evs) == 0 {
+			t.Fatalf("Lease(%q) with Redis at maxmemory: %v, %v", q, ids(evs), err)
+		}
+		evs[0].State, evs[0].Attempts = dedupe.Delivered, 1
+		if err := s.Update(ctx, evs[0], time.Hour); err != nil {
+			t.Fatalf("recording a delivery to %q with Redis at maxmemory: %v", q, err)
+		}
+	}
+}
