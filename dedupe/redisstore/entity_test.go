@@ -130,8 +130,8 @@ func TestWaitingEventsDoNotStarveOthers(t *testing.T) {
 	for i := range 3000 {
 		ev := queued(fmt.Sprint("x", i), base)
 		ev.Entity, ev.Version = "busy", int64(i)
-		acceptScript.Run(ctx, pipe, []string{tag}, append([]any{ev.ID, "3600000", "", "0", "0", "0", micros(base), listMember(base, ev.ID), fmt.Sprint("call", i), "0"},
-			acceptFields(ev, base, base, base)...)...)
+		keys, args := acceptCall(tag, dedupe.Claim{Namespace: ns}, []dedupe.Destination{{Name: dedupe.DefaultDestination}}, ev, time.Hour, fmt.Sprint("call", i), base)
+		acceptScript.Run(ctx, pipe, keys, args...)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)

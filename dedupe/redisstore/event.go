@@ -8,13 +8,14 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hookgate/hookgate/dedupe"
 )
 
-// The fields of an event's hash (T:e:<id>). Times are Unix nanoseconds in base 10, so they come
-// back exactly; the scripts never compute with them (Lua's numbers are doubles).
+// The fields of an event's delivery hash (Q e:<id>, doc.go). Times are Unix nanoseconds in base
+// 10, so they come back exactly; the scripts never compute with them (Lua's numbers are doubles).
 const (
 	fieldState      = "st"
 	fieldAttempts   = "att"
@@ -33,9 +34,15 @@ const (
 	fieldHeader     = "hdr"  // encodeHeader; dropped once Delivered or Superseded
 	fieldBody       = "body" // dropped once Delivered or Superseded
 	fieldMember     = "lx"   // its member in the state listings (listMember)
+	// fieldShared, set ("1") in each delivery hash of an event queued for several destinations,
+	// says its header and body are not in it but once in the route's shared hash (T p:<id>),
+	// which holds fieldHeader, fieldBody and fieldDestinations.
+	fieldShared       = "p"
+	fieldDestinations = "d" // the shared hash's: the names of the event's destinations, space-separated
 	// The lease script keeps "ln" too: the token of the Lease call that leased it last; the
 	// replay script "rp": the token of the Replay call that replayed it last; the accept
-	// script "ac" until a final state: the token of the Accept call that stored it.
+	// script "ac" until a final state: the token of the Accept call that stored it (in the
+	// shared hash, while it lasts, for an event of several destinations).
 )
 
 // listFields are the fields List returns: all but the header and body.
@@ -44,11 +51,31 @@ var listFields = []string{
 	fieldToken, fieldEntity, fieldVersion, fieldMethod, fieldURI, fieldScheme, fieldBodyBytes,
 }
 
-// acceptFields are the field/value pairs Accept writes for ev, Pending and due at next. Fields
-// that start at zero (attempts, last status and error, lease token; entity and version when ev
-// has none) are left out: a missing field reads as zero, here and in the scripts, and each field
-// of a hash with a body costs Redis an entry of its own.
+// acceptFields are the field/value pairs Accept writes for ev, Pending and due at next, in the
+// delivery hash of an event queued for one destination. Fields that start at zero (attempts, last
+// status and error, lease token; entity and version when ev has none) are left out: a missing
+// field reads as zero, here and in the scripts, and each field of a hash with a body costs Redis
+// an entry of its own.
 func acceptFields(ev *dedupe.Event, accepted, next, updated time.Time) []any {
+	return eventFields(ev, accepted, next, updated, true)
+}
+
+// deliveryFields are acceptFields without the header and body, which an event queued for
+// several destinations keeps once, in its shared hash (sharedFields), for each of its deliveries.
+func deliveryFields(ev *dedupe.Event, accepted, next, updated time.Time) []any {
+	return eventFields(ev, accepted, next, updated, false)
+}
+
+// sharedFields are the field/value pairs of the shared hash of ev, queued for destinations.
+func sharedFields(ev *dedupe.Event, destinations []dedupe.Destination) []any {
+	names := make([]string, len(destinations))
+	for i, d := range destinations {
+		names[i] = d.Name
+	}
+	return []any{fieldDestinations, strings.Join(names, " "), fieldHeader, encodeHeader(ev.Header), fieldBody, ev.Body}
+}
+
+func eventFields(ev *dedupe.Event, accepted, next, updated time.Time, withBody bool) []any {
 	fields := make([]any, 0, 26)
 	fields = append(fields, fieldState, string(dedupe.Pending),
 		fieldAccepted, nanos(accepted), fieldUpdated, nanos(updated), fieldNext, nanos(next))
@@ -58,9 +85,12 @@ func acceptFields(ev *dedupe.Event, accepted, next, updated time.Time) []any {
 	if ev.Version != 0 {
 		fields = append(fields, fieldVersion, strconv.FormatInt(ev.Version, 10))
 	}
-	return append(fields, fieldMethod, ev.Method, fieldURI, ev.URI, fieldScheme, ev.Scheme,
-		fieldBodyBytes, strconv.Itoa(len(ev.Body)), fieldHeader, encodeHeader(ev.Header), fieldBody, ev.Body,
-		fieldMember, listMember(accepted, ev.ID))
+	fields = append(fields, fieldMethod, ev.Method, fieldURI, ev.URI, fieldScheme, ev.Scheme,
+		fieldBodyBytes, strconv.Itoa(len(ev.Body)))
+	if withBody {
+		fields = append(fields, fieldHeader, encodeHeader(ev.Header), fieldBody, ev.Body)
+	}
+	return append(fields, fieldMember, listMember(accepted, ev.ID))
 }
 
 // decodeEvent assembles an event from its hash's fields; a missing one reads as zero.
@@ -96,6 +126,9 @@ func decodeEvent(namespace, id string, f map[string]string) (*dedupe.Event, erro
 			return nil, fmt.Errorf("event %q: field %s: %w", id, t.field, err)
 		}
 	}
+	if !live(ev.State) {
+		return ev, nil // the header and body are not kept, or not for this delivery (shared)
+	}
 	if ev.Header, err = decodeHeader(f[fieldHeader]); err != nil {
 		return nil, fmt.Errorf("event %q: %w", id, err)
 	}
@@ -104,6 +137,10 @@ func decodeEvent(namespace, id string, f map[string]string) (*dedupe.Event, erro
 	}
 	return ev, nil
 }
+
+// live says a delivery in state may still be attempted, or replayed: the event's header and body
+// are kept for it.
+func live(state dedupe.State) bool { return state == dedupe.Pending || state == dedupe.Dead }
 
 func atoi(s string) (int, error) {
 	n, err := parseInt(s)

@@ -25,16 +25,19 @@ const (
 	leaseBytes  = 16 << 20
 )
 
-// Lease implements dedupe.Outbox in one run of a script (more, see leaseRounds). It reads the namespace's due queue, a sorted
-// set scored by due time, from the earliest up to now, so its cost is what it hands out plus a
-// bounded number of entries it skips, never the size of the queue. Each event handed out gets
-// a new lease token (its hash's count of leases) and is due again at now+lease.
+// Lease implements dedupe.Outbox in one run of a script (more, see leaseRounds). It reads the
+// due queue of namespace (a destination's queue, dedupe.QueueNamespace), a sorted set scored by
+// due time, from the earliest up to now, so its cost is what it hands out plus a bounded number
+// of entries it skips, never the size of the queue. Each event handed out gets a new lease token
+// (its delivery hash's count of leases) and is due again at now+lease; the event's deliveries to
+// its other destinations are not touched.
 //
-// One entity's events are never out on two nodes at once, so they reach the upstream in order
-// across nodes. The events of an entity that one call hands out (the caller's deliverer sends
-// them one at a time, newest first, as with Badger) become the entity's holders, with their
-// lease end; while their lease is live (compared with now) no later call hands out another
-// event of the entity, on this node or another. Such an event is moved off the queue into the
+// One entity's events are never out on two nodes at once from one queue, so they reach the
+// destination in order across nodes; each destination's queue holds its entities on its own.
+// The events of an entity that one call hands out (the caller's deliverer sends them one at a
+// time, newest first, as with Badger) become the entity's holders, with their lease end; while
+// their lease is live (compared with now) no later call hands out another event of the entity
+// from the queue, on this node or another. Such an event is moved off the queue into the
 // entity's waiting set, with its due time, so it costs later scans nothing while it waits;
 // once every holder is updated (whatever its state), or their lease lapses, the entity is free
 // and its earliest waiting events go back on the queue. Their NextAttempt is unchanged meanwhile.
@@ -44,14 +47,15 @@ const (
 // gone events' entries its first run dropped.
 //
 // A queue entry whose event's hash is gone (Redis evicted it under an evicting maxmemory-policy,
-// someone deleted it, a failover lost it) is dropped as the script meets it, and so, over the
-// next calls, are such events' members of the Pending listing, so that neither holds up the queue
-// nor counts in Pending; the call reports how many it dropped to the OnGoneEvents function.
+// someone deleted it, a failover lost it), or the shared hash with its header and body, is
+// dropped as the script meets it, and so, over the next calls, are such events' members of the
+// Pending listing, so that neither holds up the queue nor counts in Pending; the call reports
+// how many it dropped to the OnGoneEvents function.
 func (s *Store) Lease(ctx context.Context, namespace string, now time.Time, n int, lease time.Duration) ([]*dedupe.Event, error) {
 	if lease <= 0 {
 		return nil, fmt.Errorf("redisstore: lease: lease must be positive, got %v", lease)
 	}
-	t, err := s.tag(namespace)
+	_, q, err := s.queue(namespace)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: lease: %w", err)
 	}
@@ -68,7 +72,7 @@ func (s *Store) Lease(ctx context.Context, namespace string, now time.Time, n in
 		}
 	}()
 	for round := range leaseRounds {
-		evs, cut, dropped, err := s.leaseRound(ctx, t, namespace, now, n-len(out), until, leaseBytes-bytes)
+		evs, cut, dropped, err := s.leaseRound(ctx, q, namespace, now, n-len(out), until, leaseBytes-bytes)
 		gone += dropped
 		if err != nil {
 			if round > 0 {
@@ -87,11 +91,11 @@ func (s *Store) Lease(ctx context.Context, namespace string, now time.Time, n in
 	return out, nil
 }
 
-// leaseRound runs the lease script once, for up to n events and maxBytes of bodies; cut says it
+// leaseRound runs the lease script once on the queue whose keys start with q, for up to n events and maxBytes of bodies; cut says it
 // stopped on its scan budget with fewer than n handed out, so that due entries may be left; gone
 // is the number of queue entries of gone events it dropped.
-func (s *Store) leaseRound(ctx context.Context, t, namespace string, now time.Time, n int, until time.Time, maxBytes int) (evs []*dedupe.Event, cut bool, gone int, err error) {
-	res, err := leaseScript.Run(ctx, s.perRequest, scriptKeys(t, "q", "L", "z", "s:"+string(dedupe.Pending)), micros(now), strconv.Itoa(n),
+func (s *Store) leaseRound(ctx context.Context, q, namespace string, now time.Time, n int, until time.Time, maxBytes int) (evs []*dedupe.Event, cut bool, gone int, err error) {
+	res, err := leaseScript.Run(ctx, s.perRequest, scriptKeys(q, "q", "L", "z", "s:"+string(dedupe.Pending)), micros(now), strconv.Itoa(n),
 		micros(until), nanos(until), strconv.Itoa(n+leaseScan), strconv.Itoa(maxBytes), rand.Text()).Slice()
 	if err != nil {
 		return nil, false, 0, err

@@ -38,25 +38,55 @@ func TestRandomOpsFromTwoNodesKeepQueueInvariants(t *testing.T) {
 	for seed := uint64(1); seed <= seeds; seed++ {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			t.Parallel()
-			randomRun(t, srv.Addr, seed, 400)
+			randomRun(t, srv.Addr, seed, 400, nil)
 		})
 	}
 }
 
-func randomRun(t *testing.T, addr string, seed uint64, steps int) {
+// The same with events queued for random sets of a route's three destinations: each queue keeps
+// its invariants and its leases' promises on its own, and an event's shared header and body are
+// kept exactly while one of its deliveries is Pending (for good) or Dead (with a TTL).
+func TestRandomOpsOnThreeDestinationsKeepEachQueuesInvariants(t *testing.T) {
+	t.Parallel()
+	seeds := uint64(3) // MODEL_SEEDS runs more
+	if n, err := strconv.Atoi(os.Getenv("MODEL_SEEDS")); err == nil && n > 0 {
+		seeds = uint64(n)
+	}
+	srv := redistest.Run(t, redistest.Durable...)
+	for seed := uint64(1); seed <= seeds; seed++ {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			t.Parallel()
+			randomRun(t, srv.Addr, seed, 600, []string{dedupe.DefaultDestination, "billing", "analytics"})
+		})
+	}
+}
+
+// randomRun runs the model for steps. With destinations, each event is queued for a random
+// non-empty set of them (nil: the route's default destination, without Claim.Destinations), and
+// each lease, update and replay is of one of their queues.
+func randomRun(t *testing.T, addr string, seed uint64, steps int, destinations []string) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	prefix := newPrefix()
 	a, b := storeAt(t, addr, prefix), storeAt(t, addr, prefix)
 	nodes := []*Store{a, b}
 	tag, _ := a.tag(ns)
+	queues := []string{ns}
+	if destinations != nil {
+		queues = nil
+		for _, d := range destinations {
+			queues = append(queues, dedupe.QueueNamespace(ns, d))
+		}
+	}
 	now := base
 	const leaseFor = 10 * time.Second
 	entities := []string{"", "e1", "e2", "e3"}
 	versions := map[string]int64{}
+	// Keyed by queue and ID (queued):
 	out := map[string]*handout{} // handed out, not yet updated by its holder
 	tokens := map[string]uint64{}
 	accepted, calls := 0, 0
 	var dead []string
+	shared := map[string][]string{} // the events of several destinations, with their queues
 	var log []string
 	fail := func(format string, args ...any) {
 		t.Helper()
@@ -74,39 +104,59 @@ func randomRun(t *testing.T, addr string, seed uint64, steps int) {
 				versions[ent]++
 				c.Entity, c.Version = ent, versions[ent]
 			}
+			var in []string // its queues, when destinations are set
+			for len(destinations) > 0 && len(in) == 0 {
+				for i, d := range destinations {
+					if rng.IntN(2) == 0 {
+						c.Destinations = append(c.Destinations, dedupe.Destination{Name: d})
+						in = append(in, queues[i])
+					}
+				}
+			}
+			if len(in) > 1 {
+				shared[id] = in
+			}
 			ev := queued(id, now)
 			ev.Entity, ev.Version = c.Entity, c.Version
 			got, err := nodes[rng.IntN(2)].Accept(ctx, c, ev, time.Hour)
 			if err != nil || got != dedupe.Claimed {
 				fail("accept %s: %v %v", id, got, err)
 			}
-			log = append(log, fmt.Sprintf("%d accept %s %s@%d", step, id, ent, c.Version))
+			log = append(log, fmt.Sprintf("%d accept %s %s@%d for %q", step, id, ent, c.Version, in))
 		case r < 60: // lease
 			n := 1 + rng.IntN(3)
 			node := rng.IntN(2)
+			q := queues[rng.IntN(len(queues))]
 			calls++
-			evs, err := nodes[node].Lease(ctx, ns, now, n, leaseFor)
+			evs, err := nodes[node].Lease(ctx, q, now, n, leaseFor)
 			if err != nil {
 				fail("lease: %v", err)
 			}
-			log = append(log, fmt.Sprintf("%d node%d lease n=%d at +%v: %v", step, node, n, now.Sub(base), ids(evs)))
+			log = append(log, fmt.Sprintf("%d node%d lease %q n=%d at +%v: %v", step, node, q, n, now.Sub(base), ids(evs)))
 			for _, ev := range evs {
-				if h := out[ev.ID]; h != nil && h.until.After(now) {
+				key := queueKey(q, ev.ID)
+				if ev.Namespace != q {
+					fail("%s leased from %q carries namespace %q", ev.ID, q, ev.Namespace)
+				}
+				if h := out[key]; h != nil && h.until.After(now) {
 					fail("%s handed out again at +%v within its lease (call %d until +%v)", ev.ID, now.Sub(base), h.call, h.until.Sub(base))
 				}
 				if ev.Entity != "" {
 					for _, h := range out {
-						if h.ev.Entity == ev.Entity && h.call != calls && h.until.After(now) {
+						if h.ev.Namespace == q && h.ev.Entity == ev.Entity && h.call != calls && h.until.After(now) {
 							fail("%s of %s handed out at +%v while %s of it is out on call %d until +%v",
 								ev.ID, ev.Entity, now.Sub(base), h.ev.ID, h.call, h.until.Sub(base))
 						}
 					}
 				}
-				if ev.LeaseToken != tokens[ev.ID]+1 {
-					fail("%s token %d, want %d", ev.ID, ev.LeaseToken, tokens[ev.ID]+1)
+				if ev.LeaseToken != tokens[key]+1 {
+					fail("%s token %d, want %d", ev.ID, ev.LeaseToken, tokens[key]+1)
 				}
-				tokens[ev.ID] = ev.LeaseToken
-				out[ev.ID] = &handout{ev: ev, call: calls, until: now.Add(leaseFor)}
+				if len(ev.Body) == 0 || ev.Header == nil {
+					fail("%s leased from %q without its body or header", ev.ID, q)
+				}
+				tokens[key] = ev.LeaseToken
+				out[key] = &handout{ev: ev, call: calls, until: now.Add(leaseFor)}
 			}
 		case r < 85: // a holder reports (maybe after its lease lapsed)
 			if len(out) == 0 {
@@ -133,29 +183,30 @@ func randomRun(t *testing.T, addr string, seed uint64, steps int) {
 			}
 			ev.Attempts++
 			err := nodes[rng.IntN(2)].Update(ctx, &ev, keep)
-			lost := ev.LeaseToken != tokens[ev.ID]
+			key := queueKey(ev.Namespace, ev.ID)
+			lost := ev.LeaseToken != tokens[key]
 			switch {
 			case lost && !errors.Is(err, dedupe.ErrLeaseLost):
-				fail("update of %s with a superseded token %d (latest %d): %v", ev.ID, ev.LeaseToken, tokens[ev.ID], err)
+				fail("update of %s with a superseded token %d (latest %d): %v", ev.ID, ev.LeaseToken, tokens[key], err)
 			case !lost && err != nil:
 				fail("update of %s by its latest holder: %v", ev.ID, err)
 			}
-			log = append(log, fmt.Sprintf("%d update %s tok %d -> %s (err %v)", step, ev.ID, ev.LeaseToken, ev.State, err))
-			if out[ev.ID] == h {
-				delete(out, ev.ID)
+			log = append(log, fmt.Sprintf("%d update %q %s tok %d -> %s (err %v)", step, ev.Namespace, ev.ID, ev.LeaseToken, ev.State, err))
+			if out[key] == h {
+				delete(out, key)
 			}
 			if err == nil && ev.State == dedupe.Dead {
-				dead = append(dead, ev.ID)
+				dead = append(dead, key)
 			}
 		case r < 88: // replay a dead letter
 			if len(dead) == 0 {
 				continue
 			}
 			i := rng.IntN(len(dead))
-			id := dead[i]
+			q, id, _ := strings.Cut(dead[i], "\x00\x00")
 			dead = append(dead[:i], dead[i+1:]...)
-			err := nodes[rng.IntN(2)].Replay(ctx, ns, id, now)
-			log = append(log, fmt.Sprintf("%d replay %s: %v", step, id, err))
+			err := nodes[rng.IntN(2)].Replay(ctx, q, id, now)
+			log = append(log, fmt.Sprintf("%d replay %q %s: %v", step, q, id, err))
 			if err != nil && !errors.Is(err, dedupe.ErrNotDead) {
 				fail("replay %s: %v", id, err)
 			}
@@ -169,31 +220,87 @@ func randomRun(t *testing.T, addr string, seed uint64, steps int) {
 			now = now.Add(time.Duration(1+rng.IntN(8)) * time.Second)
 			log = append(log, fmt.Sprintf("%d now +%v", step, now.Sub(base)))
 		}
-		if msg := queueInvariants(a, tag, now); msg != "" {
+		for _, q := range queues {
+			_, qt, _ := a.queue(q)
+			if msg := queueInvariants(a, qt, now); msg != "" {
+				fail("after step %d, in %q: %s", step, q, msg)
+			}
+		}
+		if msg := sharedBodyInvariants(a, tag, shared); msg != "" {
 			fail("after step %d: %s", step, msg)
 		}
 	}
 	// Drain: time passes well beyond every lease and retry; every event must end final.
-	for round := range 200 {
-		now = now.Add(time.Minute)
-		evs, err := a.Lease(ctx, ns, now, 1000, leaseFor)
-		if err != nil {
-			fail("drain lease: %v", err)
-		}
-		for _, ev := range evs {
-			ev.State = dedupe.Delivered
-			if err := a.Update(ctx, ev, time.Hour); err != nil {
-				fail("drain update %s: %v", ev.ID, err)
+	for _, q := range queues {
+		for round := range 200 {
+			now = now.Add(time.Minute)
+			evs, err := a.Lease(ctx, q, now, 1000, leaseFor)
+			if err != nil {
+				fail("drain lease: %v", err)
+			}
+			for _, ev := range evs {
+				ev.State = dedupe.Delivered
+				if err := a.Update(ctx, ev, time.Hour); err != nil {
+					fail("drain update %s: %v", ev.ID, err)
+				}
+			}
+			pending, _ := a.Pending(ctx, q)
+			if pending == 0 {
+				break
+			}
+			if round == 199 {
+				_, qt, _ := a.queue(q)
+				fail("after 200 drain rounds %d events are still pending in %q: %s", pending, q, queueInvariants(a, qt, now))
 			}
 		}
-		pending, _ := a.Pending(ctx, ns)
-		if pending == 0 {
-			return
+	}
+	if msg := sharedBodyInvariants(a, tag, shared); msg != "" {
+		fail("drained: %s", msg)
+	}
+}
+
+// queueKey is the model's key of event id in queue q.
+func queueKey(q, id string) string { return q + "\x00\x00" + id }
+
+// sharedBodyInvariants checks, in Redis, that each event of several destinations (shared: its
+// ID and queues) keeps its shared hash for good while one of its deliveries is Pending, with a TTL
+// while one is Dead and none is Pending, and not at all once none is either.
+func sharedBodyInvariants(s *Store, tag string, shared map[string][]string) string {
+	pipe := s.client.Pipeline()
+	states := map[string][]*redis.StringCmd{}
+	ttls := map[string]*redis.DurationCmd{}
+	for id, queues := range shared {
+		for _, q := range queues {
+			_, qt, _ := s.queue(q)
+			states[id] = append(states[id], pipe.HGet(ctx, qt+"e:"+id, fieldState))
 		}
-		if round == 199 {
-			fail("after 200 drain rounds %d events are still pending: %s", pending, queueInvariants(a, tag, now))
+		ttls[id] = pipe.PTTL(ctx, tag+"p:"+id)
+	}
+	_, _ = pipe.Exec(ctx) // a missing field fails its command alone, read below
+	var problems []string
+	for id := range shared {
+		live, dead := false, false
+		for _, st := range states[id] {
+			switch dedupe.State(st.Val()) {
+			case dedupe.Pending:
+				live = true
+			case dedupe.Dead:
+				dead = true
+			}
+		}
+		ttl, err := ttls[id].Result()
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("%s: %v", id, err))
+		case live && ttl != -1:
+			problems = append(problems, fmt.Sprintf("%s is pending somewhere, its shared body's TTL is %v", id, ttl))
+		case !live && dead && ttl <= 0:
+			problems = append(problems, fmt.Sprintf("%s is dead somewhere and pending nowhere, its shared body's TTL is %v", id, ttl))
+		case !live && !dead && ttl != -2:
+			problems = append(problems, fmt.Sprintf("%s is delivered or superseded everywhere, its shared body is kept (TTL %v)", id, ttl))
 		}
 	}
+	return strings.Join(problems, "; ")
 }
 
 // queueInvariants checks, in Redis: every Pending event is in the due queue or its entity's

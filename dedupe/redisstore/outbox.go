@@ -11,12 +11,15 @@ import (
 	"github.com/hookgate/hookgate/dedupe"
 )
 
-// Accept implements dedupe.Outbox in one script: the dedupe keys, the entity's version, the
-// backlog's bound and the event itself are checked and written atomically, and Redis has
-// answered the write when it returns nil. The event is stored as given except that it starts
-// Pending with no attempts; it is due at ev.NextAttempt if set, else at ev.AcceptedAt (now if
-// zero). ev.Namespace must be "" or c.Namespace. c.Lease is not used. On error the Outcome is
-// meaningless.
+// Accept implements dedupe.Outbox in one script: the dedupe keys, the entity's version, each
+// destination's backlog bound and the event itself are checked, all of them before the first
+// write, and written atomically, and Redis has answered the write when it returns nil. The
+// event is stored as given except that it starts Pending with no attempts, in the queue of each
+// destination (c.QueuedDestinations); it is due at ev.NextAttempt if set, else at ev.AcceptedAt
+// (now if zero). Queued for one destination, the event is one hash, as before routes had several;
+// for several, its header and body are stored once, in the route's shared hash, and each
+// destination's delivery hash holds the rest (doc.go). ev.Namespace must be "" or c.Namespace.
+// c.Lease is not used. On error the Outcome is meaningless.
 func (s *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, dedupeTTL time.Duration) (dedupe.Outcome, error) {
 	switch {
 	case ev == nil:
@@ -28,6 +31,10 @@ func (s *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, de
 	case ev.ID == "":
 		return 0, errors.New("redisstore: accept: empty event ID")
 	}
+	destinations, err := c.QueuedDestinations()
+	if err != nil {
+		return 0, fmt.Errorf("redisstore: accept: %w", err)
+	}
 	t, err := s.tag(c.Namespace)
 	if err != nil {
 		return 0, fmt.Errorf("redisstore: accept: %w", err)
@@ -35,19 +42,7 @@ func (s *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, de
 	if size := storedSize(ev); size > dedupe.MaxPayload {
 		return 0, fmt.Errorf("redisstore: accept: %w: %d bytes stored, at most %d", dedupe.ErrTooLarge, size, dedupe.MaxPayload)
 	}
-	accepted, next, updated := dedupe.AcceptTimes(ev, time.Now())
-	ids := dedupeKeys(c)
-	args := []any{ev.ID, millis(dedupeTTL), c.Entity, strconv.FormatInt(c.Version, 10), millis(c.VersionTTL),
-		strconv.Itoa(max(c.MaxPending, 0)), micros(next), listMember(accepted, ev.ID), rand.Text(), strconv.Itoa(len(ids))}
-	args = append(args, ids...)
-	args = append(args, acceptFields(ev, accepted, next, updated)...)
-	keys := append(claimKeys(t, c), t+"e:"+ev.ID, t+"q", t+"x")
-	if c.Entity != "" {
-		keys = append(keys, t+"w:"+c.Entity)
-	}
-	for _, state := range []dedupe.State{dedupe.Pending, dedupe.Delivered, dedupe.Dead, dedupe.Superseded} {
-		keys = append(keys, t+"s:"+string(state))
-	}
+	keys, args := acceptCall(t, c, destinations, ev, dedupeTTL, rand.Text(), time.Now())
 	res, err := acceptScript.Run(ctx, s.perRequest, keys, args...).Text()
 	if err != nil {
 		return 0, fmt.Errorf("redisstore: accept: %w", err)
@@ -59,15 +54,55 @@ func (s *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, de
 	return out, nil
 }
 
+// acceptCall is the keys and arguments of the accept script (lua/accept.lua) that queues ev,
+// claimed by c, for destinations (checked), as the call of the given token, at now.
+func acceptCall(t string, c dedupe.Claim, destinations []dedupe.Destination, ev *dedupe.Event, dedupeTTL time.Duration, token string, now time.Time) (keys []string, args []any) {
+	accepted, next, updated := dedupe.AcceptTimes(ev, now)
+	ids := dedupeKeys(c)
+	args = []any{ev.ID, millis(dedupeTTL), c.Entity, strconv.FormatInt(c.Version, 10), millis(c.VersionTTL),
+		micros(next), listMember(accepted, ev.ID), token, strconv.Itoa(len(ids))}
+	args = append(args, ids...)
+	args = append(args, strconv.Itoa(len(destinations)))
+	keys = claimKeys(t, c)
+	if len(destinations) > 1 {
+		keys = append(keys, t+"p:"+ev.ID)
+	}
+	for _, d := range destinations {
+		qp := queuePrefix(d.Name)
+		args = append(args, qp, strconv.Itoa(max(d.MaxPending, 0)))
+		q := t + qp
+		keys = append(keys, q+"e:"+ev.ID, q+"q", q+"x")
+		if c.Entity != "" {
+			keys = append(keys, q+"w:"+c.Entity)
+		}
+		for _, state := range []dedupe.State{dedupe.Pending, dedupe.Delivered, dedupe.Dead, dedupe.Superseded} {
+			keys = append(keys, q+"s:"+string(state))
+		}
+	}
+	if len(destinations) == 1 {
+		fields := acceptFields(ev, accepted, next, updated)
+		args = append(append(args, strconv.Itoa(len(fields))), fields...)
+		return keys, args
+	}
+	fields := deliveryFields(ev, accepted, next, updated)
+	args = append(append(args, strconv.Itoa(len(fields))), fields...)
+	return keys, append(args, sharedFields(ev, destinations)...)
+}
+
 // Update implements dedupe.Outbox in one script. It stores ev's delivery state (State,
-// Attempts, NextAttempt, LastStatus, LastError, UpdatedAt — now if zero); the request fields and
-// AcceptedAt are fixed at Accept. A Pending event with a zero NextAttempt is due now. Only the
-// holder of the latest lease updates, and only a Pending event: ErrNotFound if the event is
-// absent or expired, ErrLeaseLost if it was leased again since ev was, an error in words if it
-// is already final, unless it holds exactly ev's outcome (the same call run again by go-redis
-// after a lost reply): that is nil. Whatever the new state, it frees the event's entity if this
-// event held it (see Lease). Delivered and Superseded events lose their header and body; final events expire
-// after keep, which must then be positive.
+// Attempts, NextAttempt, LastStatus, LastError, UpdatedAt — now if zero) in its queue
+// (ev.Namespace); the request fields and AcceptedAt are fixed at Accept, and the event's
+// deliveries to its other destinations are their own. A Pending event with a zero NextAttempt
+// is due now. Only the holder of the latest lease updates, and only a Pending event:
+// ErrNotFound if the event is absent or expired, ErrLeaseLost if it was leased again since ev
+// was, an error in words if it is already final, unless it holds exactly ev's outcome (the same
+// call run again by go-redis after a lost reply): that is nil. Whatever the new state, it frees
+// the event's entity in the queue if this event held it (see Lease). A Delivered or Superseded
+// delivery no longer has a header and body; final ones expire after keep, which must then be
+// positive. An event queued for several destinations keeps its header and body (shared by its
+// deliveries) while one of its deliveries is Pending or Dead: from each final Update of one,
+// recomputed from the states of all of them, for good, until the latest expiry of the Dead
+// ones, or no longer.
 func (s *Store) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration) error {
 	switch {
 	case ev == nil:
@@ -79,7 +114,7 @@ func (s *Store) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration
 	case ev.ID == "":
 		return errors.New("redisstore: update: empty event ID")
 	}
-	t, err := s.tag(ev.Namespace)
+	t, q, err := s.queue(ev.Namespace)
 	if err != nil {
 		return fmt.Errorf("redisstore: update: %w", err)
 	}
@@ -97,10 +132,10 @@ func (s *Store) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration
 	if ev.State == dedupe.Pending {
 		args = append(args, fieldNext, nanos(next))
 	}
-	keys := scriptKeys(t, "e:"+ev.ID, "q", "x", "s:"+string(dedupe.Pending), "s:"+string(dedupe.Delivered),
-		"s:"+string(dedupe.Dead), "s:"+string(dedupe.Superseded))
+	keys := append(scriptKeys(q, "e:"+ev.ID, "q", "x", "s:"+string(dedupe.Pending), "s:"+string(dedupe.Delivered),
+		"s:"+string(dedupe.Dead), "s:"+string(dedupe.Superseded)), t+"p:"+ev.ID)
 	if ev.Entity != "" {
-		keys = append(keys, t+"o:"+ev.Entity, t+"b:"+ev.Entity, t+"L", t+"v:"+ev.Entity, t+"w:"+ev.Entity)
+		keys = append(keys, q+"o:"+ev.Entity, q+"b:"+ev.Entity, q+"L", t+"v:"+ev.Entity, q+"w:"+ev.Entity)
 	}
 	res, err := updateScript.Run(ctx, s.perRequest, keys, args...).StringSlice()
 	if err != nil {
@@ -120,19 +155,20 @@ func (s *Store) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration
 	return fmt.Errorf("redisstore: update: unexpected reply %q from the script", res)
 }
 
-// Replay implements dedupe.Outbox in one script. The event keeps its LastStatus and LastError
-// as a record of why it died, until the next attempt replaces them, and its body and header.
+// Replay implements dedupe.Outbox in one script, in the queue of namespace only. The event keeps
+// its LastStatus and LastError as a record of why it died, until the next attempt replaces them,
+// and its body and header (kept for good again when shared by several destinations).
 // The replay keeps a token of this call in the event's hash: run again by go-redis after a lost
 // reply, the call answers nil as its first run did, rather than dedupe.ErrNotDead.
 func (s *Store) Replay(ctx context.Context, namespace, id string, now time.Time) error {
-	t, err := s.tag(namespace)
+	t, q, err := s.queue(namespace)
 	if err != nil {
 		return fmt.Errorf("redisstore: replay: %w", err)
 	}
 	if id == "" {
 		return errors.New("redisstore: replay: empty event ID")
 	}
-	keys := scriptKeys(t, "e:"+id, "q", "x", "s:"+string(dedupe.Pending), "s:"+string(dedupe.Dead))
+	keys := append(scriptKeys(q, "e:"+id, "q", "x", "s:"+string(dedupe.Pending), "s:"+string(dedupe.Dead)), t+"p:"+id)
 	res, err := replayScript.Run(ctx, s.client, keys, id, nanos(now), micros(now), rand.Text()).StringSlice()
 	if err != nil {
 		return fmt.Errorf("redisstore: replay: %w", err)

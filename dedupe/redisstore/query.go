@@ -18,11 +18,11 @@ const listScan = 1000
 
 // DeliveredVersion implements dedupe.Outbox with one GET.
 func (s *Store) DeliveredVersion(ctx context.Context, namespace, entity string) (int64, bool, error) {
-	t, err := s.tag(namespace)
+	_, q, err := s.queue(namespace)
 	if err != nil {
 		return 0, false, fmt.Errorf("redisstore: delivered version: %w", err)
 	}
-	v, err := s.client.Get(ctx, t+"w:"+entity).Result()
+	v, err := s.client.Get(ctx, q+"w:"+entity).Result()
 	if errors.Is(err, redis.Nil) {
 		return 0, false, nil
 	}
@@ -36,19 +36,32 @@ func (s *Store) DeliveredVersion(ctx context.Context, namespace, entity string) 
 	return version, true, nil
 }
 
-// Get implements dedupe.Outbox with one HGETALL; the error wraps dedupe.ErrNotFound for an
-// event that was never accepted or whose retention has passed.
+// Get implements dedupe.Outbox with one HGETALL of the event's delivery hash in the queue, and
+// an HMGET of its shared hash for the header and body of a Pending or Dead delivery of an event
+// queued for several destinations; the error wraps dedupe.ErrNotFound for an event that was
+// never accepted in the queue or whose retention has passed.
 func (s *Store) Get(ctx context.Context, namespace, id string) (*dedupe.Event, error) {
-	t, err := s.tag(namespace)
+	t, q, err := s.queue(namespace)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: get: %w", err)
 	}
-	fields, err := s.client.HGetAll(ctx, t+"e:"+id).Result()
+	fields, err := s.client.HGetAll(ctx, q+"e:"+id).Result()
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: get: %w", err)
 	}
 	if len(fields) == 0 || id == "" {
 		return nil, fmt.Errorf("redisstore: get: %q: %w", id, dedupe.ErrNotFound)
+	}
+	if fields[fieldShared] != "" && live(dedupe.State(fields[fieldState])) {
+		shared, err := s.client.HMGet(ctx, t+"p:"+id, fieldHeader, fieldBody).Result()
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: get: %w", err)
+		}
+		for i, f := range []string{fieldHeader, fieldBody} {
+			if v, ok := shared[i].(string); ok {
+				fields[f] = v
+			}
+		}
 	}
 	ev, err := decodeEvent(namespace, id, fields)
 	if err != nil {
@@ -67,7 +80,7 @@ func (s *Store) List(ctx context.Context, namespace string, state dedupe.State, 
 	default:
 		return nil, fmt.Errorf("redisstore: list: unknown state %q", state)
 	}
-	t, err := s.tag(namespace)
+	_, q, err := s.queue(namespace)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: list: %w", err)
 	}
@@ -81,7 +94,7 @@ func (s *Store) List(ctx context.Context, namespace string, state dedupe.State, 
 	case !after.AcceptedAt.IsZero():
 		start = "[" + listMember(after.AcceptedAt, "")
 	}
-	keys := scriptKeys(t, "x", "s:"+string(dedupe.Pending), "s:"+string(dedupe.Delivered), "s:"+string(dedupe.Dead),
+	keys := scriptKeys(q, "x", "s:"+string(dedupe.Pending), "s:"+string(dedupe.Delivered), "s:"+string(dedupe.Dead),
 		"s:"+string(dedupe.Superseded))
 	var out []*dedupe.Event
 	for {
@@ -127,14 +140,14 @@ func listedEvent(namespace string, row any) (*dedupe.Event, error) {
 	return decodeEvent(namespace, id, fields)
 }
 
-// Pending is the namespace's backlog: its number of Pending events, being attempted or not,
-// exactly (the size of its Pending listing).
+// Pending is the backlog of the queue of namespace (dedupe.QueueNamespace): its number of
+// Pending events, being attempted or not, exactly (the size of its Pending listing).
 func (s *Store) Pending(ctx context.Context, namespace string) (int, error) {
-	t, err := s.tag(namespace)
+	_, q, err := s.queue(namespace)
 	if err != nil {
 		return 0, fmt.Errorf("redisstore: pending: %w", err)
 	}
-	n, err := s.client.ZCard(ctx, t+"s:"+string(dedupe.Pending)).Result()
+	n, err := s.client.ZCard(ctx, q+"s:"+string(dedupe.Pending)).Result()
 	if err != nil {
 		return 0, fmt.Errorf("redisstore: pending: %w", err)
 	}

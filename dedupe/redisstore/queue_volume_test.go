@@ -60,8 +60,8 @@ func TestManyWaitingEventsDoNotStarveOthers(t *testing.T) {
 		for i := from; i < from+1000; i++ {
 			ev := queued(fmt.Sprint("held", i), base)
 			ev.Entity, ev.Version = "held", int64(i)
-			acceptScript.Run(ctx, pipe, []string{tag}, append([]any{ev.ID, "3600000", "", "0", "0", "0", micros(base), listMember(base, ev.ID), fmt.Sprint("call", i), "0"},
-				acceptFields(ev, base, base, base)...)...)
+			keys, args := acceptCall(tag, dedupe.Claim{Namespace: ns}, []dedupe.Destination{{Name: dedupe.DefaultDestination}}, ev, time.Hour, fmt.Sprint("call", i), base)
+			acceptScript.Run(ctx, pipe, keys, args...)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			t.Fatal(err)

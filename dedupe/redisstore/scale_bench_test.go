@@ -39,8 +39,8 @@ func pipeAccept(b *testing.B, s *Store, n int, entity func(i int) (string, int64
 		for i := lo; i < min(n, lo+5000); i++ {
 			ev := queued(fmt.Sprint("x", i), base)
 			ev.Entity, ev.Version = entity(i)
-			acceptScript.Run(ctx, pipe, []string{tag}, append([]any{ev.ID, "3600000", ev.Entity, strconv.FormatInt(ev.Version, 10), "0", "0",
-				micros(base), listMember(base, ev.ID), fmt.Sprint("call", i), "0"}, acceptFields(ev, base, base, base)...)...)
+			keys, args := acceptCall(tag, dedupe.Claim{Namespace: ns, Entity: ev.Entity, Version: ev.Version}, []dedupe.Destination{{Name: dedupe.DefaultDestination}}, ev, time.Hour, fmt.Sprint("call", i), base)
+			acceptScript.Run(ctx, pipe, keys, args...)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			b.Fatal(err)

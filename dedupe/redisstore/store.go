@@ -98,9 +98,45 @@ func (s *Store) tag(namespace string) (string, error) {
 	return "{" + s.escapedPrefix + ":" + escape(namespace, "{}") + "}:", nil
 }
 
+// queue is the key prefixes of a queue (its namespace as dedupe.QueueNamespace makes it): the tag
+// t of its route, which its route-level keys start with (dedupe records, accepted versions, the
+// shared bodies of events queued for several destinations), and the prefix q of the queue's own
+// keys (its events' deliveries, due queue, listings, entity holders, delivered versions, rate):
+// t itself for the route's default destination, so its keys are the route's as they were before
+// routes had several destinations, else t + "@" + the destination's name + ":" (queuePrefix).
+// Every key of a route's queues is so in the route's hash slot.
+func (s *Store) queue(namespace string) (t, q string, err error) {
+	route, destination := dedupe.SplitQueueNamespace(namespace)
+	if t, err = s.tag(route); err != nil {
+		return "", "", err
+	}
+	if destination == dedupe.DefaultDestination {
+		if route != namespace {
+			return "", "", fmt.Errorf("queue namespace %q: the default destination's queue is the route's own namespace %q", namespace, route)
+		}
+		return t, t, nil
+	}
+	if err := dedupe.CheckDestinationName(destination); err != nil {
+		return "", "", fmt.Errorf("queue namespace %q: %w", namespace, err)
+	}
+	return t, t + queuePrefix(destination), nil
+}
+
+// queuePrefix is what a destination's queue keys have after the route's tag: "" for the default
+// destination, else "@", its name and ":". A name (dedupe.CheckDestinationName) is letters,
+// digits, '-' and '_', which need no escaping; no route-level key starts with '@'.
+func queuePrefix(destination string) string {
+	if destination == dedupe.DefaultDestination {
+		return ""
+	}
+	return "@" + destination + ":"
+}
+
 // scriptKeys are the keys a script of the namespace tagged t declares: t itself first, which
 // the scripts read as T (lua/common.lua) and which is never a key, then t+suffix for every key
-// the script knows before it runs. While Redis Cluster moves the namespace's slot, a script
+// the script knows before it runs. A queue's script gives its queue's prefix q (Store.queue) as
+// t, which the scripts read as Q, and find their route's tag T in (its start, up to the first
+// "}:"). While Redis Cluster moves the namespace's slot, a script
 // declaring keys of which one (t) is missing is answered TRYAGAIN, on the old node and the new
 // one alike, which go-redis retries; so no script runs against the half of the keys one node
 // holds. Declared keys that do not exist yet (a new event's) are nothing special otherwise.
@@ -111,20 +147,6 @@ func scriptKeys(t string, suffixes ...string) []string {
 		keys = append(keys, t+s)
 	}
 	return keys
-}
-
-// namespaceOf is the namespace of a key made by tag, and whether it is one.
-func (s *Store) namespaceOf(key, suffix string) (string, bool) {
-	head := "{" + s.escapedPrefix + ":"
-	tail := "}:" + suffix
-	if !strings.HasPrefix(key, head) || !strings.HasSuffix(key, tail) || len(key) < len(head)+len(tail) {
-		return "", false
-	}
-	ns := key[len(head) : len(key)-len(tail)]
-	if strings.ContainsAny(ns, "{}") {
-		return "", false
-	}
-	return unescape(ns), true
 }
 
 // escape writes each byte of s found in special, and '%', as %XX.

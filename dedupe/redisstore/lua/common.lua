@@ -1,8 +1,12 @@
--- Prepended to every script. KEYS[1] is the namespace's key prefix "{prefix:namespace}:"; every
--- key a script touches starts with it, so all of them live on one Cluster shard. The other KEYS
--- are the keys the script knows before it runs (scriptKeys in store.go); the script names them
--- from T all the same.
-local T = KEYS[1]
+-- Prepended to every script. KEYS[1] is the key prefix Q of the queue the script works on: the
+-- route's tag T = "{prefix:route}:" for the ledger's scripts and for the route's default
+-- destination, T .. '@' .. name .. ':' for a named destination's queue (Store.queue in store.go).
+-- T is Q's start up to its first '}:' (neither the prefix nor the route holds a brace, escaped).
+-- Every key a script touches starts with T, so all of them live on one Cluster shard. The other
+-- KEYS are the keys the script knows before it runs (scriptKeys in store.go); the script names
+-- them from Q and T all the same.
+local Q = KEYS[1]
+local T = string.match(Q, '^[^}]*}:')
 local FINAL = {'delivered', 'dead', 'superseded'}
 
 -- cmpint compares two base-10 int64s given as canonical strings (as Go's FormatInt writes
@@ -53,16 +57,67 @@ local function dedupeOutcome(ids)
   return nil
 end
 
--- free ends the hold of the entity's lease holders (the events one Lease handed out) and puts
--- the entity's earliest waiting events back in the due queue at their own due times, where the
--- next Lease finds them in order.
+-- free ends the hold, in queue Q, of the entity's lease holders (the events one Lease handed
+-- out) and puts the entity's earliest waiting events back in the due queue at their own due
+-- times, where the next Lease finds them in order.
 local function free(entity)
-  redis.call('DEL', T .. 'o:' .. entity)
-  redis.call('ZREM', T .. 'L', entity)
-  local b = T .. 'b:' .. entity
+  redis.call('DEL', Q .. 'o:' .. entity)
+  redis.call('ZREM', Q .. 'L', entity)
+  local b = Q .. 'b:' .. entity
   local first = redis.call('ZRANGE', b, 0, 63, 'WITHSCORES')
   for i = 1, #first, 2 do
-    redis.call('ZADD', T .. 'q', first[i + 1], first[i])
+    redis.call('ZADD', Q .. 'q', first[i + 1], first[i])
   end
   if #first > 0 then redis.call('ZREMRANGEBYRANK', b, 0, math.floor(#first / 2) - 1) end
+end
+
+-- An event queued for several destinations keeps its headers and body once, in its shared hash
+-- T p:<id> ('hdr', 'body'), with the names of its destinations ('d', space-separated) and the
+-- token of the call that accepted it ('ac'); each destination's delivery hash (delivery) holds the
+-- rest, and 'p' = '1' to say so. An event queued for one destination keeps everything in its
+-- delivery hash, as every event did before routes had several destinations.
+
+-- delivery is the key of event id's delivery hash in the queue of the route's destination name.
+local function delivery(name, id)
+  if name == 'default' then return T .. 'e:' .. id end
+  return T .. '@' .. name .. ':e:' .. id
+end
+
+-- withBody appends to f, the fields of event id's delivery hash, the event's headers and body
+-- from its shared hash when the delivery hash's field 'p' (shared) is set; nil when they are gone.
+local function withBody(f, id, shared)
+  if not shared then return f end
+  local b = redis.call('HMGET', T .. 'p:' .. id, 'hdr', 'body')
+  if not b[1] then return nil end
+  f[#f + 1], f[#f + 2], f[#f + 3], f[#f + 4] = 'hdr', b[1], 'body', b[2]
+  return f
+end
+
+-- settleBody recomputes, from the state of each of event id's deliveries (never from a count),
+-- how long its shared hash is kept: for good while one of them is Pending; until the latest
+-- expiry of the Dead ones when none is, so a dead letter keeps its body for replay; not at all
+-- once each is Delivered or Superseded, or expired. Every final delivery has a TTL, so the
+-- event's last final Update leaves nothing of it without one.
+local function settleBody(id)
+  local p = T .. 'p:' .. id
+  local names = redis.call('HGET', p, 'd')
+  if not names then return end
+  local last = 0
+  for name in string.gmatch(names, '%S+') do
+    local h = delivery(name, id)
+    local st = redis.call('HGET', h, 'st')
+    if st == 'dead' then
+      local ttl = redis.call('PTTL', h)
+      if ttl == -1 then st = 'pending' else last = math.max(last, ttl) end
+    end
+    if st == 'pending' then
+      redis.call('PERSIST', p)
+      return
+    end
+  end
+  if last > 0 then
+    redis.call('PEXPIRE', p, last)
+  else
+    redis.call('DEL', p)
+  end
 end

@@ -1,18 +1,18 @@
--- List. ARGV: 1 state, 2 where to start (a ZRANGEBYLEX bound), 3 limit, 4 most members to
--- examine, then the fields to return. Returns {resume, rows...}, a row {id, values...} per event;
--- resume is '' once the walk reached the limit or the listing's end, else the bound to go on from
--- (it examined its most). It drops members whose event expired (or was accepted again under its
+-- List of queue Q. ARGV: 1 state, 2 where to start (a ZRANGEBYLEX bound), 3 limit, 4 most
+-- members to examine, then the fields to return. Returns {resume, rows...}, a row {id,
+-- values...} per event; resume is '' once the walk reached the limit or the listing's end, else
+-- the bound to go on from (it examined its most). It drops members whose event expired (or was accepted again under its
 -- ID): first those x says expired, at most as many as it may examine, then any it walks past.
 local state, start, limit, budget = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-local set = T .. 's:' .. state
+local set = Q .. 's:' .. state
 
 local t = redis.call('TIME')
 local nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local expired = redis.call('ZRANGEBYSCORE', T .. 'x', '-inf', nowMs, 'LIMIT', 0, budget)
+local expired = redis.call('ZRANGEBYSCORE', Q .. 'x', '-inf', nowMs, 'LIMIT', 0, budget)
 for i = 1, #expired, 256 do
   local chunk = {unpack(expired, i, math.min(i + 255, #expired))}
-  redis.call('ZREM', T .. 'x', unpack(chunk))
-  for _, s in ipairs(FINAL) do redis.call('ZREM', T .. 's:' .. s, unpack(chunk)) end
+  redis.call('ZREM', Q .. 'x', unpack(chunk))
+  for _, s in ipairs(FINAL) do redis.call('ZREM', Q .. 's:' .. s, unpack(chunk)) end
 end
 
 local out, seen = {''}, 0
@@ -26,7 +26,7 @@ while #out - 1 < limit do
   for _, m in ipairs(members) do
     seen = seen + 1
     local id = string.sub(m, 17)
-    local h = T .. 'e:' .. id
+    local h = Q .. 'e:' .. id
     local cur = redis.call('HMGET', h, 'st', 'lx')
     if cur[1] == state and cur[2] == m then
       local row = redis.call('HMGET', h, unpack(ARGV, 5))

@@ -1,17 +1,24 @@
--- Replay. ARGV: 1 event ID, 2 now ns, 3 now µs, 4 this call's token. Returns {'ok'},
--- {'not-found'} or {'not-dead', state}. The replayed event keeps the call's token ('rp'): the
--- same call run again (go-redis runs a call again when its reply was lost) finds its own replay
--- done, and answers 'ok' as its first run did.
+-- Replay of an event's dead delivery in queue Q. ARGV: 1 event ID, 2 now ns, 3 now µs, 4 this
+-- call's token. Returns {'ok'}, {'not-found'} or {'not-dead', state}. The replayed event keeps
+-- the call's token ('rp'): the same call run again (go-redis runs a call again when its reply
+-- was lost) finds its own replay done, and answers 'ok' as its first run did.
 local id = ARGV[1]
-local h = T .. 'e:' .. id
-local cur = redis.call('HMGET', h, 'st', 'lx', 'rp')
+local h = Q .. 'e:' .. id
+local cur = redis.call('HMGET', h, 'st', 'lx', 'rp', 'p')
 if not cur[1] then return {'not-found'} end
 if cur[3] == ARGV[4] then return {'ok'} end
 if cur[1] ~= 'dead' then return {'not-dead', cur[1]} end
+if cur[4] then
+  -- Its headers and body, shared with the event's other destinations, are kept again for good.
+  -- Gone (evicted or lost: a dead letter keeps them while it lasts), there is nothing to deliver.
+  local p = T .. 'p:' .. id
+  if redis.call('EXISTS', p) == 0 then return {'not-found'} end
+  redis.call('PERSIST', p)
+end
 redis.call('PERSIST', h)
 redis.call('HSET', h, 'st', 'pending', 'att', '0', 'nxt', ARGV[2], 'upd', ARGV[2], 'rp', ARGV[4])
-redis.call('ZREM', T .. 's:dead', cur[2])
-redis.call('ZREM', T .. 'x', cur[2])
-redis.call('ZADD', T .. 's:pending', 0, cur[2])
-redis.call('ZADD', T .. 'q', ARGV[3], id)
+redis.call('ZREM', Q .. 's:dead', cur[2])
+redis.call('ZREM', Q .. 'x', cur[2])
+redis.call('ZADD', Q .. 's:pending', 0, cur[2])
+redis.call('ZADD', Q .. 'q', ARGV[3], id)
 return {'ok'}

@@ -1,5 +1,5 @@
--- TakeStart: the namespace's delivery rate limit, one start per interval across every node,
--- kept at T..'r' as the time of the last start reserved (Redis's clock, in microseconds), so
+-- TakeStart: a queue's delivery rate limit, one start per interval across every node, kept
+-- at Q .. 'r' as the time of the last start reserved (Redis's clock, in microseconds), so
 -- that a reload changing the interval spaces the next start by the new one. ARGV[1]: the
 -- interval, ARGV[2]: how far ahead a start may be reserved, both in microseconds. Reserves the
 -- next start, at the later of now and the last plus the interval, when it is at most ARGV[2]
@@ -8,7 +8,7 @@
 -- pace. Redis's own clock, so the nodes' clocks do not matter; the key lives one interval past
 -- the last start. A clock that went back (a start recorded further ahead of it than a start is
 -- reserved, or a second) holds the route up one interval at most.
-local key = T .. 'r'
+local key = Q .. 'r'
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local interval = tonumber(ARGV[1])
