@@ -415,6 +415,10 @@ var defaultCheckers = map[string]defaultChecker{
 		documented := docInt(t, row, firstSpan(t, row))
 		same(t, row, "the deliverer's max_pending", documented, p.delivery(t).MaxPending)
 	},
+	"The forward block/only": func(t *testing.T, row docRow, p provisioned) {
+		says(t, row, "every event")
+		same(t, row, "a destination's filters", 0, len(p.async.Forward.Only))
+	},
 	"The forward block/resign": func(t *testing.T, row docRow, p provisioned) {
 		says(t, row, "off")
 		same(t, row, "resign", false, p.async.Forward.Resign)

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -53,16 +54,19 @@ type fanOutUpstream struct {
 	oncallDown atomic.Bool
 }
 
+// ServeHTTP tells the destinations by their URL's path prefix, before the request's own path.
 func (u *fanOutUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == "/oncall" && u.oncallDown.Load() {
+	dest, _, _ := strings.Cut(r.URL.Path[1:], "/")
+	dest = "/" + dest
+	if dest == "/oncall" && u.oncallDown.Load() {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
 	u.mu.Lock()
-	if u.delivered[r.URL.Path] == nil {
-		u.delivered[r.URL.Path] = map[string]int{}
+	if u.delivered[dest] == nil {
+		u.delivered[dest] = map[string]int{}
 	}
-	u.delivered[r.URL.Path][r.Header.Get("Hookgate-Event-Id")]++
+	u.delivered[dest][r.Header.Get("Hookgate-Event-Id")]++
 	u.mu.Unlock()
 }
 

@@ -130,7 +130,8 @@ type redisLedger struct {
 // ERROR and one INFO whatever the number of routes.
 func (r *redisLedger) outageScope(ns string) string {
 	if r.cluster {
-		return ns
+		route, _ := dedupe.SplitQueueNamespace(ns) // its destinations' queues are in its slot
+		return route
 	}
 	return ""
 }
@@ -210,8 +211,9 @@ func (r *redisLedger) logGoneEvents(ns string) {
 	}
 	g.unlogged, g.at = 0, time.Now()
 	g.mu.Unlock()
+	route, destination := dedupe.SplitQueueNamespace(ns)
 	r.logger.Warn("dropped queued events whose data is gone from Redis (evicted under an evicting maxmemory-policy, deleted, or lost in a failover): they cannot be delivered",
-		zap.String("store", r.name), zap.String("route", ns), zap.Int("events", n))
+		zap.String("store", r.name), zap.String("route", route), zap.String("destination", destination), zap.Int("events", n))
 }
 
 // stored notes a call that stored a new event (a Claim or Accept answered Claimed): the only
