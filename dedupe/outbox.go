@@ -145,6 +145,14 @@ type Outbox interface {
 	// Replay makes a Dead event Pending again, due at now, with its attempts reset. ErrNotFound
 	// if absent; ErrNotDead if it is in another state.
 	Replay(ctx context.Context, namespace, id string, now time.Time) error
+	// DoneAndQueue settles a sync-mode claim whose event the app took and queues the event for
+	// the route's copy destinations, in one transaction synced to disk before it returns: it does
+	// what Ledger.Done does for c (marks c.ID and c.Digest done for ttl, advances the entity's
+	// version, ends the claim), and queues ev as Accept does for each of c.Destinations, which
+	// must be given. It never refuses an event: the app already took it, so a destination's
+	// MaxPending is not applied, and a destination that still holds a live delivery of ev.ID
+	// (an ID reused after its dedupe window) keeps that one. ev.Namespace is "" or c.Namespace.
+	DoneAndQueue(ctx context.Context, c Claim, ev *Event, ttl time.Duration) error
 }
 
 // StartLimiter is implemented by an Outbox that keeps a route's delivery rate limit where every

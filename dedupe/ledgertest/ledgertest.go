@@ -45,7 +45,7 @@ type nodesCheck struct {
 // cleanups: whatever Open needs (a server, say) must be stopped by t.Cleanup, not a defer.
 func Run(t *testing.T, b Backend) {
 	var checks []check
-	for _, group := range [][]check{claimChecks, doneChecks, expiryChecks, acceptChecks, leaseChecks, updateChecks, queryChecks, destinationChecks} {
+	for _, group := range [][]check{claimChecks, doneChecks, expiryChecks, acceptChecks, leaseChecks, updateChecks, queryChecks, destinationChecks, copyChecks} {
 		checks = append(checks, group...)
 	}
 	for _, c := range checks {

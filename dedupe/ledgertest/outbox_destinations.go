@@ -252,3 +252,68 @@ func replayIn(t *testing.T, s Store, queue, id string) {
 		t.Fatalf("Replay(%q, %q): %v", queue, id, err)
 	}
 }
+
+// copyChecks are the promises of DoneAndQueue: a sync-mode claim settled and its event queued
+// for copy destinations in one write.
+var copyChecks = []check{
+	{name: "doneandqueue/marks the claimed ID done, advances its version and queues the event for each destination", run: func(t *testing.T, s Store) {
+		at := clock().Add(-time.Minute)
+		c, ev := versionedEvent("e", "cus_1", 5, at)
+		expect(t, "claim", claim(t, s, c), dedupe.Claimed)
+		c.Destinations = []dedupe.Destination{{Name: "billing"}, {Name: "analytics"}}
+		doneAndQueue(t, s, c, ev)
+		expect(t, "the ID again", claim(t, s, claimOf("e")), dedupe.Duplicate)
+		expect(t, "an older version", claim(t, s, versioned("old", "cus_1", 4)), dedupe.Stale)
+		for _, q := range []string{billing, analytics} {
+			got := leaseOneIn(t, s, q, time.Now())
+			if got.ID != "e" || !bytes.Equal(got.Body, ev.Body) || got.Entity != "cus_1" || got.Version != 5 || !got.AcceptedAt.Equal(at) {
+				t.Errorf("leased from %q: %+v; want the event as the app took it", q, got)
+			}
+		}
+		expectIDs(t, "the route's own queue", leaseIn(t, s, legacy, time.Now(), 10), "")
+	}},
+	{name: "doneandqueue/ignores MaxPending: the app already took the event", run: func(t *testing.T, s Store) {
+		at := clock().Add(-time.Minute)
+		for _, id := range []string{"a", "b"} {
+			c := claimOf(id)
+			expect(t, "claim "+id, claim(t, s, c), dedupe.Claimed)
+			c.Destinations = []dedupe.Destination{{Name: "billing", MaxPending: 1}}
+			doneAndQueue(t, s, c, eventOf(id, at))
+		}
+		if n := len(leaseIn(t, s, billing, time.Now(), 10)); n != 2 {
+			t.Errorf("billing holds %d events past its bound of 1, want both", n)
+		}
+	}},
+	{name: "doneandqueue/a destination still holding a delivery of the ID keeps it", run: func(t *testing.T, s Store) {
+		at := clock().Add(-time.Minute)
+		c := claimOf("e")
+		c.Destinations = []dedupe.Destination{{Name: "billing"}}
+		expect(t, "claim", claim(t, s, c), dedupe.Claimed)
+		doneAndQueue(t, s, c, eventOf("e", at))
+		first := leaseOneIn(t, s, billing, time.Now())
+		first.State = dedupe.Dead
+		update(t, s, first, time.Hour)
+		// The ID's dedupe window ends: a claim with no ID stands for the provider's resend.
+		again := dedupe.Claim{Namespace: ns, Destinations: c.Destinations}
+		doneAndQueue(t, s, again, eventOf("e", at.Add(time.Second)))
+		if got := getIn(t, s, billing, "e"); got.State != dedupe.Dead || !got.AcceptedAt.Equal(at) {
+			t.Errorf("billing's delivery of e: %s accepted %v, want the dead letter kept", got.State, got.AcceptedAt)
+		}
+	}},
+	{name: "doneandqueue/without destinations is an error, and nothing is done", run: func(t *testing.T, s Store) {
+		c := claimOf("e")
+		expect(t, "claim", claim(t, s, c), dedupe.Claimed)
+		if err := s.DoneAndQueue(context.Background(), c, eventOf("e", clock()), dedupeTTL); err == nil {
+			t.Error("DoneAndQueue with no destination succeeded")
+		}
+		release(t, s, c)
+		expect(t, "the ID after the refusal", claim(t, s, c), dedupe.Claimed)
+	}},
+}
+
+func doneAndQueue(t *testing.T, s Store, c dedupe.Claim, ev *dedupe.Event) {
+	t.Helper()
+	if err := s.DoneAndQueue(context.Background(), c, ev, dedupeTTL); err != nil {
+		t.Fatalf("DoneAndQueue(%q): %v", ev.ID, err)
+	}
+}
