@@ -112,3 +112,44 @@ func TestEachDestinationsBacklogIsCountedAtOpen(t *testing.T) {
 		}
 	}
 }
+
+// A provider's resend of an ID past its dedupe window, whose copy is still a dead letter in one
+// destination, is copied to the others and shares the stored request with that dead letter,
+// which keeps its body until it is replayed and delivered.
+func TestACopyOfAReusedIDSharesTheRequestWithItsDeadLetter(t *testing.T) {
+	b := openTest(t)
+	ctx := context.Background()
+	billing, analytics := dedupe.QueueNamespace("stripe", "billing"), dedupe.QueueNamespace("stripe", "analytics")
+	first := dedupe.Claim{Namespace: "stripe", Destinations: []dedupe.Destination{{Name: "billing"}}}
+	if err := b.DoneAndQueue(ctx, first, queued("e", base), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := b.Lease(ctx, billing, base, 10, time.Minute)
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("Lease(billing): %d, %v", len(evs), err)
+	}
+	evs[0].State = dedupe.Dead
+	update(t, b, evs[0], time.Hour)
+
+	again := dedupe.Claim{Namespace: "stripe", Destinations: []dedupe.Destination{{Name: "billing"}, {Name: "analytics"}}}
+	if err := b.DoneAndQueue(ctx, again, queued("e", base.Add(time.Second)), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	evs, err = b.Lease(ctx, analytics, base.Add(time.Second), 10, time.Minute)
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("Lease(analytics): %d, %v", len(evs), err)
+	}
+	evs[0].State = dedupe.Delivered
+	update(t, b, evs[0], time.Hour)
+	dead, err := b.Get(ctx, billing, "e")
+	if err != nil || dead.State != dedupe.Dead || len(dead.Body) == 0 {
+		t.Fatalf("billing's dead letter once analytics delivered: %+v, %v; want it dead with its body", dead, err)
+	}
+	if err := b.Replay(ctx, billing, "e", base.Add(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	evs, err = b.Lease(ctx, billing, base.Add(2*time.Second), 10, time.Minute)
+	if err != nil || len(evs) != 1 || len(evs[0].Body) == 0 {
+		t.Fatalf("billing's replay: %v, %v; want it with its body", evs, err)
+	}
+}

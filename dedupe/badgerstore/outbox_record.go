@@ -469,19 +469,28 @@ func getPayload(txn *badger.Txn, k []byte) (*payload, error) {
 
 // getPayloadMeta reads an event's payload without its headers and body.
 func getPayloadMeta(txn *badger.Txn, k []byte) (*payload, error) {
-	item, err := txn.Get(k)
-	if errors.Is(err, badger.ErrKeyNotFound) {
+	meta, found, err := payloadMetaIfAny(txn, k)
+	if err == nil && !found {
 		return nil, fmt.Errorf("event record without payload %q", k)
 	}
+	return meta, err
+}
+
+// payloadMetaIfAny is getPayloadMeta, and whether there is a payload.
+func payloadMetaIfAny(txn *badger.Txn, k []byte) (*payload, bool, error) {
+	item, err := txn.Get(k)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, false, nil
+	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var meta *payload
 	err = item.Value(func(v []byte) error {
 		meta, err = decodePayloadMeta(v) // no body: it would alias v, Badger's only during this call
 		return err
 	})
-	return meta, err
+	return meta, err == nil, err
 }
 
 // retain rewrites the payload with a new expiry (zero: none) and returns it.
