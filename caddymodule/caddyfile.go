@@ -154,7 +154,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 }
 
 // compoundSubdirectives are those unmarshalCompound reads.
-var compoundSubdirectives = []string{"secret", "public_key", "monitor", "dedupe", "handshake", "max_body", "id", "version", "only", "forward", "storage", "sign_upstream"}
+var compoundSubdirectives = []string{"secret", "public_key", "monitor", "dedupe", "handshake", "max_body", "id", "version", "only", "forward", "copy", "storage", "sign_upstream"}
 
 // unmarshalCompound handles the subdirectives that take more than one plain value.
 func (h *Handler) unmarshalCompound(d *caddyfile.Dispenser, sub string) error {
@@ -239,6 +239,15 @@ func (h *Handler) unmarshalCompound(d *caddyfile.Dispenser, sub string) error {
 			break
 		}
 		h.Forwards = append(h.Forwards, f)
+	case "copy":
+		f, err := unmarshalForward(d)
+		if err != nil {
+			return err
+		}
+		if f.Name == "" {
+			return d.Err("copy takes: <name> <url>")
+		}
+		h.Copies = append(h.Copies, f)
 	case "storage":
 		st, err := unmarshalStorage(d)
 		if err != nil {

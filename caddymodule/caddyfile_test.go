@@ -117,7 +117,7 @@ func TestCaddyfileClosedSetsRefusedWithFileLineAndAGuess(t *testing.T) {
 		"storage redis redis://r {\n pasword x\n }": `unrecognized storage redis subdirective "pasword": did you mean "password"?`,
 		"secrets abc":                               `unrecognized hookgate subdirective "secrets": did you mean "secret"?`,
 		"dedup_ttl 1h":                              `unrecognized hookgate subdirective "dedup_ttl": did you mean "dedupe_ttl"?`,
-		"frobnicate 1":                              `unrecognized hookgate subdirective "frobnicate" (one of algorithm, dedupe,`,
+		"frobnicate 1":                              `unrecognized hookgate subdirective "frobnicate" (one of algorithm, copy, dedupe,`,
 		"forward http://a {\n jitter ful\n }":       `unknown jitter "ful": did you mean "full"?`,
 		"forward http://a {\n max_atempts 3\n }":    `unrecognized forward subdirective "max_atempts": did you mean "max_attempts"?`,
 	} {

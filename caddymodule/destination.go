@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync/atomic"
 
 	"go.uber.org/zap"
@@ -29,6 +30,23 @@ type destination struct {
 	full atomic.Bool
 }
 
+// checkCopies refuses copies where they cannot mean what they say.
+func (h *Handler) checkCopies() error {
+	for _, f := range h.Copies {
+		switch {
+		case h.async():
+			return errors.New("copy is for sync routes, where the app behind answers the provider: on an async route, add a destination (forward NAME URL)")
+		case h.Monitor:
+			return errors.New("monitor and copy cannot be used together: monitor hands every request on unclassified, so nothing is known to be taken by the app; monitor first, then enforce and add copies")
+		case f.Name == "":
+			return errors.New("copy: each copy needs a name (copy NAME URL)")
+		case f.MaxPending != 0:
+			return fmt.Errorf("copy %s: max_pending does not apply to a copy: the app has taken the event, so its copy is queued whatever the backlog (watch hookgate_queue_depth)", f.Name)
+		}
+	}
+	return nil
+}
+
 // async reports whether the route queues what it accepts.
 func (h *Handler) async() bool { return h.Forward != nil || len(h.Forwards) > 0 }
 
@@ -46,16 +64,18 @@ func (h *Handler) forwards() []*Forward {
 // A destination of a route whose other destination filters nothing still takes what it
 // filters: an event none takes is ignored.
 func (h *Handler) provisionDestinations() error {
+	if err := h.checkCopies(); err != nil {
+		return err
+	}
 	seen := map[string]bool{}
-	for _, f := range h.forwards() {
+	for _, f := range slices.Concat(h.forwards(), h.Copies) {
 		name := f.Name
 		switch {
 		case f == h.Forward && name != "" && name != dedupe.DefaultDestination:
 			return fmt.Errorf("forward: the lone forward's destination is named %s; name it in forwards instead", dedupe.DefaultDestination)
+		case name == "" && f != h.Forward:
+			return errors.New("forward: each of several destinations needs a name (forward NAME URL)")
 		case name == "":
-			if f != h.Forward {
-				return errors.New("forward: each of several destinations needs a name (forward NAME URL)")
-			}
 			name = dedupe.DefaultDestination
 		}
 		if err := dedupe.CheckDestinationName(name); err != nil {
@@ -91,7 +111,7 @@ func (h *Handler) provisionDestinations() error {
 // A route with one destination and no destination filters leaves the claim as it is, so the
 // common case costs nothing: its default destination, bounded by its max_pending.
 func (h *Handler) takers(claim *dedupe.Claim, r *http.Request, doc *jsonpath.Body) (bool, error) {
-	if len(h.destinations) == 1 && len(h.destinations[0].forward.Only) == 0 && h.destinations[0].name == dedupe.DefaultDestination {
+	if len(h.destinations) == 1 && len(h.destinations[0].forward.Only) == 0 && h.destinations[0].name == dedupe.DefaultDestination && h.async() {
 		claim.MaxPending = h.destinations[0].cfg.MaxPending
 		return true, nil
 	}

@@ -23,10 +23,10 @@ const maxAsyncBody = dedupe.MaxPayload - http.DefaultMaxHeaderBytes
 // checkAsyncMaxBody refuses, at provision, a max_body that an async route could not queue:
 // every request near it would be refused.
 func (h *Handler) checkAsyncMaxBody() error {
-	if !h.async() || h.MaxBody <= maxAsyncBody {
+	if !h.async() && len(h.Copies) == 0 || h.MaxBody <= maxAsyncBody {
 		return nil
 	}
-	return fmt.Errorf("max_body %s is too large for an async route: the queue stores at most %s per event, headers included, so max_body may be at most %s",
+	return fmt.Errorf("max_body %s is too large for an async route or copies: the queue stores at most %s per event, headers included, so max_body may be at most %s",
 		humanize.IBytes(uint64(h.MaxBody)), humanize.IBytes(dedupe.MaxPayload), humanize.IBytes(maxAsyncBody))
 }
 

@@ -84,6 +84,10 @@ func (h *Handler) serve(out *outcome, w http.ResponseWriter, r *http.Request, ne
 	if h.async() {
 		return h.enqueue(out, r, body, &doc, claim)
 	}
+	copied, err := h.copyFor(out, r, body, &doc, claim) // copies (copy.go)
+	if err != nil {
+		return out.reject(http.StatusBadRequest, err)
+	}
 	if err := h.signHandedOn(r, claim.ID, body); err != nil { // sign_upstream (signupstream.go)
 		return out.reject(http.StatusInternalServerError, err)
 	}
@@ -94,7 +98,7 @@ func (h *Handler) serve(out *outcome, w http.ResponseWriter, r *http.Request, ne
 	}
 	out.accepted()
 	r.Body = pooled.reader(body)
-	rec := &statusRecorder{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
+	rec := &statusRecorder{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, copy: copied}
 	rec.own = [2]string{claim.ID, h.scheme}
 	r.Header["Hookgate-Event-Id"] = rec.own[0:1:1] // as Header.Set, in the recorder's allocation
 	r.Header["Hookgate-Verified"] = rec.own[1:2:2]
@@ -110,21 +114,29 @@ func (h *Handler) handOn(out *outcome, rec *statusRecorder, r *http.Request, nex
 	returned := false
 	defer func() {
 		if !returned {
-			taken := rec.status != 0 && processed(rec.status)
-			if !taken {
-				out.released()
-			}
-			h.settle(claim, taken)
+			h.settleHandedOn(out, rec, claim, rec.status != 0 && processed(rec.status))
 		}
 	}()
 	err := next.ServeHTTP(rec, r)
 	returned = true
 	taken := err == nil && (rec.status == 0 || processed(rec.status)) // nothing written: net/http answers 200
-	if !taken {
+	if taken && rec.copy != nil && !rec.copy.commit(rec.Header()) {
+		taken = false // the provider was answered 503
+	}
+	h.settleHandedOn(out, rec, claim, taken)
+	return err
+}
+
+// settleHandedOn settles the claim by the app's answer, unless the copies' write did (copy.go).
+func (h *Handler) settleHandedOn(out *outcome, rec *statusRecorder, claim dedupe.Claim, taken bool) {
+	if rec.copy != nil && rec.copy.committed {
+		return
+	}
+	taken = taken && (rec.copy == nil || !rec.copy.failed)
+	if !taken && (rec.copy == nil || !rec.copy.failed) {
 		out.released()
 	}
 	h.settle(claim, taken)
-	return err
 }
 
 // answerUnlessNew answers the provider itself when the ledger found the event is not new, or
@@ -151,6 +163,7 @@ type routeLedger interface {
 	Done(ctx context.Context, c dedupe.Claim, ttl time.Duration) error
 	Release(ctx context.Context, c dedupe.Claim) error
 	Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, ttl time.Duration) (dedupe.Outcome, error)
+	DoneAndQueue(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, ttl time.Duration) error
 	Pending(ctx context.Context, namespace string) (int, error)
 }
 
@@ -201,18 +214,27 @@ type statusRecorder struct {
 	caddyhttp.ResponseWriterWrapper
 	status int
 	own    [2]string // Hookgate-Event-Id, Hookgate-Verified
+	// copy, on a route with copies that take the event, holds the app's 2xx until they are
+	// queued (copy.go).
+	copy *copyHold
 }
 
 func (s *statusRecorder) WriteHeader(code int) {
 	if s.status == 0 && code >= 200 {
 		s.status = code
+		if s.copy != nil && processed(code) && !s.copy.commit(s.Header()) {
+			return
+		}
+	}
+	if s.copy != nil && s.copy.failed {
+		return
 	}
 	s.ResponseWriterWrapper.WriteHeader(code)
 }
 
 func (s *statusRecorder) Write(b []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
+	if !s.pass() {
+		return len(b), nil
 	}
 	return s.ResponseWriterWrapper.Write(b)
 }

@@ -117,6 +117,13 @@ type Handler struct {
 	// handler gets the request).
 	Forward *Forward `json:"forward,omitempty"`
 
+	// Copies are a sync route's copy destinations: every event the app behind the route took
+	// (answered 2xx) is also delivered, durably and asynchronously, to each copy whose `only`
+	// filters it matches, with retries and dead letters, while the app still answers the
+	// provider. The app's 2xx goes out only once the event is queued for them; an event the app
+	// did not take is not copied (the provider will retry it). Sync routes only. Default: none.
+	Copies []*Forward `json:"copies,omitempty"`
+
 	// Forwards are the route's named destinations, beside Forward or instead of it: each
 	// accepted event is stored once and delivered to every destination whose `only` filters it
 	// matches, each with its own queue, retries, dead letters, rate and max_pending. Default:

@@ -420,6 +420,16 @@ func (p *Ledger) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, t
 	return l.Accept(ctx, c, ev, ttl)
 }
 
+// DoneAndQueue implements dedupe.Outbox. Like Done it is not refused below the disk's
+// watermark: the claim it settles was admitted, and the app has taken the event.
+func (p *Ledger) DoneAndQueue(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, ttl time.Duration) error {
+	l, err := p.open()
+	if err != nil {
+		return err
+	}
+	return l.DoneAndQueue(ctx, c, ev, ttl)
+}
+
 // Lease implements dedupe.Outbox.
 func (p *Ledger) Lease(ctx context.Context, ns string, now time.Time, n int, lease time.Duration) ([]*dedupe.Event, error) {
 	l, err := p.open()

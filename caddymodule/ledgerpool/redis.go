@@ -270,6 +270,11 @@ func (r *redisLedger) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Eve
 	return r.stored(within(ctx, r, c.Namespace, func(ctx context.Context) (dedupe.Outcome, error) { return r.Store.Accept(ctx, c, ev, ttl) }))
 }
 
+// DoneAndQueue implements dedupe.Outbox.
+func (r *redisLedger) DoneAndQueue(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, ttl time.Duration) error {
+	return r.run(ctx, c.Namespace, func(ctx context.Context) error { return r.Store.DoneAndQueue(ctx, c, ev, ttl) })
+}
+
 // Lease implements dedupe.Outbox.
 func (r *redisLedger) Lease(ctx context.Context, ns string, now time.Time, n int, lease time.Duration) ([]*dedupe.Event, error) {
 	evs, err := within(ctx, r, ns, func(ctx context.Context) ([]*dedupe.Event, error) { return r.Store.Lease(ctx, ns, now, n, lease) })
