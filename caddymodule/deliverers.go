@@ -125,11 +125,13 @@ func (p *pooledDeliverer) config() deliver.Config {
 	return p.owners[len(p.owners)-1].cfg
 }
 
-// Destruct stops the deliverer once no running config uses it.
+// Destruct stops the deliverer once no running config uses it, and drops its series.
 func (p *pooledDeliverer) Destruct() error {
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
-	return p.Stop(ctx)
+	err := p.Stop(ctx)
+	forgetDestinationSeries(p.key)
+	return err
 }
 
 // findDeliverer returns the running deliverer of the route with this name and its destination

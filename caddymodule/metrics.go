@@ -228,6 +228,25 @@ func (h *routeSeriesHold) Destruct() error {
 	return nil
 }
 
+// forgetDestinationSeries deletes the delivery series of a destination whose deliverer stopped
+// for good (no running config has it), unless another store's route of the same name delivers
+// to a destination of the same name: a reload that moves a route to another store keeps its
+// series.
+func forgetDestinationSeries(key deliveryKey) {
+	elsewhere := false
+	deliverers.Range(func(k, _ any) bool {
+		other := k.(deliveryKey)
+		elsewhere = other != key && other.name == key.name && other.destination == key.destination
+		return !elsewhere
+	})
+	if elsewhere {
+		return
+	}
+	labels := prometheus.Labels{"route": key.name, "destination": key.destination}
+	deliveriesTotal.DeletePartialMatch(labels)
+	deliverySeconds.DeletePartialMatch(labels)
+}
+
 // Interface guard
 var _ caddy.Destructor = (*routeSeriesHold)(nil)
 

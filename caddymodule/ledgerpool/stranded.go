@@ -29,12 +29,17 @@ func (p *Ledger) WarnStranded(logger *zap.Logger, delivering map[string]bool) {
 		logger.Warn("counting pending events failed", zap.String("store", p.name), zap.Error(err))
 		return
 	}
+	running := map[string]bool{} // routes with a destination delivering
+	for ns := range delivering {
+		route, _ := dedupe.SplitQueueNamespace(ns)
+		running[route] = true
+	}
 	for ns, n := range pending {
 		if delivering[ns] {
 			continue
 		}
 		route, destination := dedupe.SplitQueueNamespace(ns)
-		if destination == dedupe.DefaultDestination {
+		if destination == dedupe.DefaultDestination && !running[route] {
 			logger.Warn("pending events in a namespace no async route uses: they are not delivered until a route with `forward` has that name again",
 				zap.String("namespace", route), zap.Int("pending", n), zap.String("store", p.name))
 			continue

@@ -33,12 +33,7 @@ func (b *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, de
 		return 0, fmt.Errorf("dedupe: accept: %w", err)
 	}
 	p := payloadOf(ev)
-	if len(queues) > 1 {
-		p.Destinations = make([]string, len(queues))
-		for i, q := range queues {
-			_, p.Destinations[i] = dedupe.SplitQueueNamespace(q.ns)
-		}
-	}
+	p.Destinations = storedDestinations(queues)
 	pay := p.encode()
 	if len(pay) > dedupe.MaxPayload {
 		return 0, fmt.Errorf("dedupe: accept: %w: %d bytes stored, at most %d", dedupe.ErrTooLarge, len(pay), dedupe.MaxPayload)
@@ -54,6 +49,12 @@ func (b *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, de
 			return nil
 		}
 		if out, err = idOutcome(txn, ids, now); err != nil || out != dedupe.Claimed {
+			return err
+		}
+		// The ID still queued anywhere, for these destinations or others, is a duplicate:
+		// its stored request serves those deliveries.
+		if held, err := liveOwners(txn, queues[0], now); err != nil || len(held) > 0 {
+			out = dedupe.Duplicate
 			return err
 		}
 		// An expired record of a reused ID whose Badger TTL has not yet dropped it: store

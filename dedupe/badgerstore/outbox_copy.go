@@ -17,11 +17,9 @@ import (
 // ends once the write is synced, as Done's.
 //
 // The request is stored once under the route, shared by every queue holding a delivery of the
-// event's ID. A destination that still holds a live delivery of the ID keeps it, and the stored
-// request then serves both: its list of destinations becomes the union, so the body is kept
-// while any of them may send or replay it (settlePayload). A request stored for one destination
-// whose queue is not among c's names no destination: then nothing is queued, since the body could
-// not be shared safely, and the ID is marked done all the same.
+// event's ID. A queue that still holds a live delivery of the ID, one of c's or another, keeps
+// it, and the stored request then serves both: it names them all, so the body is kept while any
+// of them may send or replay it (settlePayload).
 func (b *Store) DoneAndQueue(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, ttl time.Duration) error {
 	if len(c.Destinations) == 0 {
 		return errors.New("dedupe: done and queue: no destination")
@@ -55,16 +53,22 @@ func (b *Store) DoneAndQueue(ctx context.Context, c dedupe.Claim, ev *dedupe.Eve
 				}
 			}
 		}
-		fresh, held, err := b.unheldQueues(txn, queues, now)
-		if err != nil || len(fresh) == 0 {
+		heldKeys, err := liveOwners(txn, queues[0], now)
+		if err != nil {
 			return err
 		}
-		q := *p // the closure may run again: p stays as given
-		var share bool
-		if q.Destinations, share, err = sharedDestinations(txn, queues[0].payload, fresh, held); err != nil || !share {
-			return err
+		var fresh []outboxKeys
+		for _, q := range queues {
+			if !slices.ContainsFunc(heldKeys, func(k outboxKeys) bool { return k.ns == q.ns }) {
+				fresh = append(fresh, q)
+			}
 		}
-		if err := txn.Set(queues[0].payload, q.encode()); err != nil {
+		if len(fresh) == 0 {
+			return nil
+		}
+		shared := *p // the closure may run again: p stays as given
+		shared.Destinations = storedDestinations(slices.Concat(heldKeys, fresh))
+		if err := txn.Set(queues[0].payload, shared.encode()); err != nil {
 			return err
 		}
 		for _, k := range fresh {
@@ -87,45 +91,45 @@ func (b *Store) DoneAndQueue(ctx context.Context, c dedupe.Claim, ev *dedupe.Eve
 	return nil
 }
 
-// unheldQueues splits queues into those without a live delivery of the event's ID, which get
-// the new one, and those that hold one and keep it.
-func (b *Store) unheldQueues(txn *badger.Txn, queues []outboxKeys, now time.Time) (fresh, held []outboxKeys, err error) {
-	for _, k := range queues {
-		_, live, err := getRecord(txn, k.record, now)
-		if err != nil {
-			return nil, nil, err
-		}
-		if live {
-			held = append(held, k)
-		} else {
-			fresh = append(fresh, k)
-		}
+// storedDestinations is the list of destinations a request stored for queues names: none for the
+// route's own queue alone, which is how a request was stored before destinations (format 1).
+func storedDestinations(queues []outboxKeys) []string {
+	if len(queues) == 1 && routeOf(queues[0].ns) == queues[0].ns {
+		return nil
 	}
-	return fresh, held, nil
+	names := make([]string, len(queues))
+	for i, q := range queues {
+		_, names[i] = dedupe.SplitQueueNamespace(q.ns)
+	}
+	return names
 }
 
-// sharedDestinations is the list of destinations the request stored at k is to name once the
-// fresh queues get a delivery of it: theirs, the held queues' (which keep theirs) and any the
-// stored request already names; nil when that is one destination (format 1). share is false
-// when nothing may be queued: a request is stored for one destination, which it does not name,
-// and no held queue is that one, so a live delivery elsewhere may need it as it is.
-func sharedDestinations(txn *badger.Txn, k []byte, fresh, held []outboxKeys) (names []string, share bool, err error) {
-	stored, found, err := payloadMetaIfAny(txn, k)
-	switch {
-	case err != nil:
-		return nil, false, err
-	case found && len(stored.Destinations) > 0:
-		names = slices.Clone(stored.Destinations)
-	case found && len(held) == 0:
-		return nil, false, nil
+// liveOwners is the queues that the request stored for the event of k (a key of it in any of its
+// route's queues) serves and that hold a live delivery of it: those the request names, or the
+// route's own for a request that names none.
+func liveOwners(txn *badger.Txn, k outboxKeys, now time.Time) ([]outboxKeys, error) {
+	stored, found, err := payloadMetaIfAny(txn, k.payload)
+	if err != nil || !found {
+		return nil, err
 	}
-	for _, q := range slices.Concat(held, fresh) {
-		if _, name := dedupe.SplitQueueNamespace(q.ns); !slices.Contains(names, name) {
-			names = append(names, name)
+	route := routeOf(k.ns)
+	owners := stored.Destinations
+	if len(owners) == 0 {
+		owners = []string{dedupe.DefaultDestination}
+	}
+	var live []outboxKeys
+	for _, name := range owners {
+		ok, err := keysFor(dedupe.QueueNamespace(route, name), k.id)
+		if err != nil {
+			return nil, err
+		}
+		_, isLive, err := getRecord(txn, ok.record, now)
+		if err != nil {
+			return nil, err
+		}
+		if isLive {
+			live = append(live, ok)
 		}
 	}
-	if len(names) == 1 {
-		return nil, true, nil
-	}
-	return names, true, nil
+	return live, nil
 }

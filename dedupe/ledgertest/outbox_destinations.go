@@ -131,6 +131,25 @@ var destinationChecks = []check{
 			t.Errorf("replayed without its body: %q", ev.Body)
 		}
 	}},
+	{name: "destinations/an ID still queued for some destinations is a duplicate for others, and their deliveries keep its request", run: func(t *testing.T, s Store) {
+		at := clock().Add(-time.Minute)
+		first := dedupe.Claim{Namespace: ns, Destinations: []dedupe.Destination{{Name: "billing"}, {Name: "analytics"}}}
+		expect(t, "accept for billing and analytics", accept(t, s, first, eventOf("e", at)), dedupe.Claimed)
+		dead := leaseOneIn(t, s, billing, time.Now())
+		dead.State = dedupe.Dead
+		update(t, s, dead, time.Hour)
+		delivered := leaseOneIn(t, s, analytics, time.Now())
+		delivered.State = dedupe.Delivered
+		update(t, s, delivered, time.Hour)
+		// Dedupe off stands for the ID coming back past its dedupe window, for other destinations.
+		second := eventOf("e", at.Add(time.Second))
+		second.Body = []byte(`{"id":"e","second":true}`)
+		expect(t, "the ID again, for the default destination", accept(t, s, dedupe.Claim{Namespace: ns}, second), dedupe.Duplicate)
+		replayIn(t, s, billing, "e")
+		if got := leaseOneIn(t, s, billing, time.Now()); !bytes.Equal(got.Body, eventOf("e", at).Body) {
+			t.Errorf("billing's replayed dead letter: body %q, want the one it died with", got.Body)
+		}
+	}},
 	{name: "destinations/a lease is fenced in its own queue", run: func(t *testing.T, s Store) {
 		now := clock().Add(time.Hour)
 		expect(t, "accept", accept(t, s, fanOut("e", 0), eventOf("e", now)), dedupe.Claimed)
