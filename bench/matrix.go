@@ -21,6 +21,8 @@ type benchConfig struct {
 	hookgate bool
 	// globals are global options beside the admin's (the metrics pair's `hookgate { metrics off }`).
 	globals string
+	// destinations is how many destinations each event goes to (0: one).
+	destinations int
 }
 
 // hookgateBlock is the hookgate directive every hookgate config uses; extra goes inside it.
@@ -67,6 +69,16 @@ var configs = []benchConfig{
 	}},
 	{name: "hookgate-async-bounded", hookgate: true, async: true, handlers: func(sink, storage string) string {
 		return hookgateBlock(storage + forwardBlock(sink, boundedMaxPending))
+	}},
+	// hookgate-async with three destinations on the same sink, each taking every event: the cost
+	// of fan-out beside one destination. Its "delivered" figure is each event's first arrival;
+	// the drain waits for all three.
+	{name: "hookgate-async-3dest", hookgate: true, async: true, destinations: 3, handlers: func(sink, storage string) string {
+		var forwards string
+		for _, name := range []string{"a", "b", "c"} {
+			forwards += "\tforward " + name + " http://" + sink + "/" + name + " {\n" + fmt.Sprintf("\t\tmax_pending %d\n", unboundedMaxPending) + "\t}\n"
+		}
+		return hookgateBlock(storage + forwards)
 	}},
 }
 
@@ -206,7 +218,11 @@ func runConfig(o options, c benchConfig, source *eventSource) (configResult, err
 	source.rewind()
 	var watch *backlogWatch
 	if c.async {
-		watch = watchBacklog(p.adminPort, "bench")
+		route := "bench"
+		if c.destinations > 1 {
+			route += "?dest=a" // one destination's backlog stands for the three, which take the same events
+		}
+		watch = watchBacklog(p.adminPort, route)
 	}
 	target := &url.URL{Scheme: "http", Host: p.siteAddr(), Path: "/hooks/bench"}
 	progressf("%s: %v warmup + %v measured, concurrency %d", c.name, o.warmup, o.duration, o.concurrency)
@@ -229,6 +245,9 @@ func runConfig(o options, c benchConfig, source *eventSource) (configResult, err
 	res.inlineSigned = source.inline.Load()
 	if c.async {
 		res.drainTook = waitDistinct(s, res.load.total2xx, o.drainWait)
+		if c.destinations > 1 {
+			res.drainTook += waitRequests(s, int64(c.destinations)*res.load.total2xx, o.drainWait-res.drainTook)
+		}
 		got := s.received()
 		res.sinkAtEnd, res.sinkAfterDrain, res.sinkRetries = got.arrivedBy(stopped), got.distinct.Load(), got.retries.Load()
 		res.delivery = got.deliveryOf(res.load.acked, res.load.windowStart)

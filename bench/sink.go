@@ -75,6 +75,16 @@ func startUpstream(o options) (upstream, error) {
 	return startSink()
 }
 
+// waitRequests waits until u has been sent want requests or timeout passes, and says how long
+// it waited: with every event sent to several destinations, until all have had it.
+func waitRequests(u upstream, want int64, timeout time.Duration) time.Duration {
+	start := time.Now()
+	for u.received().requests.Load() < want && time.Since(start) < timeout {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
 // waitDistinct waits until u has seen want distinct events or timeout passes, and says how long
 // it waited.
 func waitDistinct(u upstream, want int64, timeout time.Duration) time.Duration {

@@ -363,6 +363,10 @@ var defaultCheckers = map[string]defaultChecker{
 		says(t, row, "none")
 		same(t, row, "the number of only lines", 0, len(p.sync.Only))
 	},
+	"The hookgate directive/copy": func(t *testing.T, row docRow, p provisioned) {
+		says(t, row, "none")
+		same(t, row, "the number of copies", 0, len(p.sync.Copies))
+	},
 	"The hookgate directive/forward": func(t *testing.T, row docRow, p provisioned) {
 		says(t, row, "off")
 		same(t, row, "forward", (*Forward)(nil), p.sync.Forward)
