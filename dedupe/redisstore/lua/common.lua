@@ -97,7 +97,10 @@ end
 -- how long its shared hash is kept: for good while one of them is Pending; until the latest
 -- expiry of the Dead ones when none is, so a dead letter keeps its body for replay; not at all
 -- once each is Delivered or Superseded, or expired. Every final delivery has a TTL, so the
--- event's last final Update leaves nothing of it without one.
+-- event's last final Update leaves nothing of it without one. A delivery hash of a destination
+-- it names that does not share the body ('p') is a later event's, queued under the ID by
+-- DoneAndQueue once this one's delivery there had expired, with a body of its own: it is not
+-- one of this event's deliveries.
 local function settleBody(id)
   local p = T .. 'p:' .. id
   local names = redis.call('HGET', p, 'd')
@@ -105,7 +108,8 @@ local function settleBody(id)
   local last = 0
   for name in string.gmatch(names, '%S+') do
     local h = delivery(name, id)
-    local st = redis.call('HGET', h, 'st')
+    local cur = redis.call('HMGET', h, 'st', 'p')
+    local st = cur[2] and cur[1]
     if st == 'dead' then
       local ttl = redis.call('PTTL', h)
       if ttl == -1 then st = 'pending' else last = math.max(last, ttl) end
