@@ -55,11 +55,11 @@
 // an event of one destination does, and the earlier event's deliveries are untouched.
 //
 // Each operation is one round trip: Claim, Done, Release, Accept, DoneAndQueue, Lease, Update,
-// Replay and List are a Lua script each (lua/), run as EVALSHA (EVAL once when the server lacks it); Get is an
-// HGETALL (and an HMGET of T p:<id> for a Pending or Dead delivery of an event of several
-// destinations), DeliveredVersion a GET, Pending a ZCARD. Times the contract gives (now, due
-// times, leases) are compared as given; Redis's own clock only expires keys (PX, PEXPIRE) where
-// the contract speaks of real time: claims, dedupe windows, versions, keep.
+// Replay and List are a Lua script each (lua/), run as EVALSHA (EVAL once when the server lacks
+// it); Get is an HGETALL (and an HMGET of T p:<id> for a Pending or Dead delivery of an event of
+// several destinations), DeliveredVersion a GET, Pending a ZCARD. Times the contract gives (now,
+// due times, leases) are compared as given; Redis's own clock only expires keys (PX, PEXPIRE)
+// where the contract speaks of real time: claims, dedupe windows, versions, keep.
 //
 // Resharding a Cluster moves a namespace's slot key by key. Each script declares the keys it
 // knows before it runs, the tag T (or the queue prefix Q) first, which is never a key, so Redis
