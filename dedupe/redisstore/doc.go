@@ -19,7 +19,7 @@
 //	T v:<entity>       the entity's accepted version, base 10 (PX: VersionTTL from its last advance)
 //	T p:<id>           hash: the header and body of an event queued for several destinations, stored once (event.go); for
 //	                   good while one of its deliveries is Pending, PX: the latest expiry of its Dead ones once none is, gone
-//	                   once all are Delivered or Superseded (lua/common.lua, settleBody)
+//	                   once all are Delivered or Superseded (lua/common.lua, settleBody); field "d" names its destinations
 //
 // Each queue's keys (the default destination's: Q = T):
 //
@@ -47,12 +47,19 @@
 // costs Redis its body once however many destinations it has, and the last of its deliveries
 // leaves nothing of it without a TTL.
 //
-// Each operation is one round trip: Claim, Done, Release, Accept, Lease, Update, Replay and List
-// are a Lua script each (lua/), run as EVALSHA (EVAL once when the server lacks it); Get is an
-// HGETALL (and an HMGET of T p:<id> for a Pending or Dead delivery of an event of several
-// destinations), DeliveredVersion a GET, Pending a ZCARD. Times the contract gives (now, due
-// times, leases) are compared as given; Redis's own clock only expires keys (PX, PEXPIRE) where
-// the contract speaks of real time: claims, dedupe windows, versions, keep.
+// DoneAndQueue (sync mode: the app took the event) marks the claim done as Done does and queues
+// the event as Accept does, in one script, but queues it only in the queues that hold no
+// delivery of its ID (reused after its dedupe window), and never refuses it. Its header and body
+// are shared, in T p:<id> naming those destinations alone, unless an earlier event of the ID
+// still has its own shared there: each of its deliveries then holds a copy, as the delivery of
+// an event of one destination does, and the earlier event's deliveries are untouched.
+//
+// Each operation is one round trip: Claim, Done, Release, Accept, DoneAndQueue, Lease, Update,
+// Replay and List are a Lua script each (lua/), run as EVALSHA (EVAL once when the server lacks
+// it); Get is an HGETALL (and an HMGET of T p:<id> for a Pending or Dead delivery of an event of
+// several destinations), DeliveredVersion a GET, Pending a ZCARD. Times the contract gives (now,
+// due times, leases) are compared as given; Redis's own clock only expires keys (PX, PEXPIRE)
+// where the contract speaks of real time: claims, dedupe windows, versions, keep.
 //
 // Resharding a Cluster moves a namespace's slot key by key. Each script declares the keys it
 // knows before it runs, the tag T (or the queue prefix Q) first, which is never a key, so Redis

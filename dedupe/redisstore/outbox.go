@@ -21,28 +21,10 @@ import (
 // destination's delivery hash holds the rest (doc.go). ev.Namespace must be "" or c.Namespace.
 // c.Lease is not used. On error the Outcome is meaningless.
 func (s *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, dedupeTTL time.Duration) (dedupe.Outcome, error) {
-	switch {
-	case ev == nil:
-		return 0, errors.New("redisstore: accept: nil event")
-	case ev.Namespace != "" && ev.Namespace != c.Namespace:
-		return 0, fmt.Errorf("redisstore: accept: event namespace %q differs from the claim's %q", ev.Namespace, c.Namespace)
-	case c.ID != "" && dedupeTTL <= 0:
-		return 0, fmt.Errorf("redisstore: accept: dedupe ttl must be positive, got %v", dedupeTTL)
-	case ev.ID == "":
-		return 0, errors.New("redisstore: accept: empty event ID")
-	}
-	destinations, err := c.QueuedDestinations()
+	keys, args, err := s.queueCall(c, ev, dedupeTTL)
 	if err != nil {
 		return 0, fmt.Errorf("redisstore: accept: %w", err)
 	}
-	t, err := s.tag(c.Namespace)
-	if err != nil {
-		return 0, fmt.Errorf("redisstore: accept: %w", err)
-	}
-	if size := storedSize(ev); size > dedupe.MaxPayload {
-		return 0, fmt.Errorf("redisstore: accept: %w: %d bytes stored, at most %d", dedupe.ErrTooLarge, size, dedupe.MaxPayload)
-	}
-	keys, args := acceptCall(t, c, destinations, ev, dedupeTTL, rand.Text(), time.Now())
 	res, err := acceptScript.Run(ctx, s.perRequest, keys, args...).Text()
 	if err != nil {
 		return 0, fmt.Errorf("redisstore: accept: %w", err)
@@ -54,8 +36,66 @@ func (s *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, de
 	return out, nil
 }
 
-// acceptCall is the keys and arguments of the accept script (lua/accept.lua) that queues ev,
-// claimed by c, for destinations (checked), as the call of the given token, at now.
+// DoneAndQueue implements dedupe.Outbox in one script (lua/doneandqueue.lua): what Done writes
+// for c (its dedupe keys done for ttl, which ends the claim, and the entity's version advanced if
+// c.Version is newer), and ev queued as Accept queues it for each of c.Destinations, which must
+// be given, written atomically; Redis has answered the write when it returns nil. Nothing is
+// checked that could refuse the event: no destination's bound, no dedupe record (Done marks the
+// ID done even if the claim lapsed and another request took it over). A destination whose queue
+// still holds a delivery of ev.ID, in any state, keeps it untouched, and the others get the new
+// one; the header and body of the new one are then shared by the destinations that get it only
+// if no earlier event of the ID shares its own still, else each of them holds a copy. Run again
+// by go-redis after a lost reply, the call finds the event its first run queued (its token) and
+// returns nil without writing. At maxmemory (noeviction) it is refused whole, with an error.
+func (s *Store) DoneAndQueue(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, ttl time.Duration) error {
+	if len(c.Destinations) == 0 {
+		return errors.New("redisstore: done and queue: no destination to queue the event for")
+	}
+	keys, args, err := s.queueCall(c, ev, ttl)
+	if err != nil {
+		return fmt.Errorf("redisstore: done and queue: %w", err)
+	}
+	res, err := doneAndQueueScript.Run(ctx, s.perRequest, keys, args...).Text()
+	if err != nil {
+		return fmt.Errorf("redisstore: done and queue: %w", err)
+	}
+	if res != "ok" {
+		return fmt.Errorf("redisstore: done and queue: unexpected reply %q from the script", res)
+	}
+	return nil
+}
+
+// queueCall checks a call that queues ev, claimed by c (Accept, DoneAndQueue), and returns the
+// keys and arguments of its script (acceptCall), as a call of its own token, now.
+func (s *Store) queueCall(c dedupe.Claim, ev *dedupe.Event, dedupeTTL time.Duration) (keys []string, args []any, err error) {
+	switch {
+	case ev == nil:
+		return nil, nil, errors.New("nil event")
+	case ev.Namespace != "" && ev.Namespace != c.Namespace:
+		return nil, nil, fmt.Errorf("event namespace %q differs from the claim's %q", ev.Namespace, c.Namespace)
+	case c.ID != "" && dedupeTTL <= 0:
+		return nil, nil, fmt.Errorf("dedupe ttl must be positive, got %v", dedupeTTL)
+	case ev.ID == "":
+		return nil, nil, errors.New("empty event ID")
+	}
+	destinations, err := c.QueuedDestinations()
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := s.tag(c.Namespace)
+	if err != nil {
+		return nil, nil, err
+	}
+	if size := storedSize(ev); size > dedupe.MaxPayload {
+		return nil, nil, fmt.Errorf("%w: %d bytes stored, at most %d", dedupe.ErrTooLarge, size, dedupe.MaxPayload)
+	}
+	keys, args = acceptCall(t, c, destinations, ev, dedupeTTL, rand.Text(), time.Now())
+	return keys, args, nil
+}
+
+// acceptCall is the keys and arguments of the scripts that queue ev, claimed by c, for
+// destinations (checked), as the call of the given token, at now: accept and doneandqueue (lua/;
+// queueArgs in lua/common.lua reads them).
 func acceptCall(t string, c dedupe.Claim, destinations []dedupe.Destination, ev *dedupe.Event, dedupeTTL time.Duration, token string, now time.Time) (keys []string, args []any) {
 	accepted, next, updated := dedupe.AcceptTimes(ev, now)
 	ids := dedupeKeys(c)

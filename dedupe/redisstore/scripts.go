@@ -10,15 +10,16 @@ import (
 // as EVALSHA, and as EVAL when the server does not know it (after a restart, or on a new
 // Cluster node): one round trip either way but the first.
 var (
-	claimScript   = script("claim.lua")
-	doneScript    = script("done.lua")
-	releaseScript = script("release.lua")
-	acceptScript  = script("accept.lua")
-	leaseScript   = script("lease.lua")
-	updateScript  = script("update.lua")
-	replayScript  = script("replay.lua")
-	listScript    = script("list.lua")
-	startScript   = script("start.lua")
+	claimScript        = script("claim.lua")
+	doneScript         = script("done.lua")
+	releaseScript      = script("release.lua")
+	acceptScript       = script("accept.lua")
+	doneAndQueueScript = script("doneandqueue.lua")
+	leaseScript        = script("lease.lua")
+	updateScript       = script("update.lua")
+	replayScript       = script("replay.lua")
+	listScript         = script("list.lua")
+	startScript        = script("start.lua")
 )
 
 //go:embed lua/*.lua

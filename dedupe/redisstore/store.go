@@ -19,9 +19,10 @@ import (
 type Store struct {
 	client redis.UniversalClient
 	// perRequest runs the scripts each webhook request or delivery waits for (Claim, Done,
-	// Release, Accept, Lease, Update): the client's auto-pipeliner where it has one, which
-	// sends the scripts of concurrent requests together, so Redis reads, runs and fsyncs them
-	// as one batch (BENCHMARKS.md: Redis's CPU per sync request 147 → 61 µs); else the client.
+	// Release, Accept, DoneAndQueue, Lease, Update): the client's auto-pipeliner where it has
+	// one, which sends the scripts of concurrent requests together, so Redis reads, runs and
+	// fsyncs them as one batch (BENCHMARKS.md: Redis's CPU per sync request 147 → 61 µs); else
+	// the client.
 	perRequest redis.Scripter
 	// escapedPrefix is the prefix as it appears in keys (see tag).
 	escapedPrefix string

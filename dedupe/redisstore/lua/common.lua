@@ -97,7 +97,10 @@ end
 -- how long its shared hash is kept: for good while one of them is Pending; until the latest
 -- expiry of the Dead ones when none is, so a dead letter keeps its body for replay; not at all
 -- once each is Delivered or Superseded, or expired. Every final delivery has a TTL, so the
--- event's last final Update leaves nothing of it without one.
+-- event's last final Update leaves nothing of it without one. A delivery hash of a destination
+-- it names that does not share the body ('p') is a later event's, queued under the ID by
+-- DoneAndQueue once this one's delivery there had expired, with a body of its own: it is not
+-- one of this event's deliveries.
 local function settleBody(id)
   local p = T .. 'p:' .. id
   local names = redis.call('HGET', p, 'd')
@@ -105,7 +108,8 @@ local function settleBody(id)
   local last = 0
   for name in string.gmatch(names, '%S+') do
     local h = delivery(name, id)
-    local st = redis.call('HGET', h, 'st')
+    local cur = redis.call('HMGET', h, 'st', 'p')
+    local st = cur[2] and cur[1]
     if st == 'dead' then
       local ttl = redis.call('PTTL', h)
       if ttl == -1 then st = 'pending' else last = math.max(last, ttl) end
@@ -119,5 +123,79 @@ local function settleBody(id)
     redis.call('PEXPIRE', p, last)
   else
     redis.call('DEL', p)
+  end
+end
+
+-- The scripts that queue an event, accept.lua and doneandqueue.lua, take the same arguments
+-- (acceptCall in outbox.go). ARGV: 1 event ID, 2 dedupe ttl ms, 3 claim's entity ('' for none),
+-- 4 its version, 5 version ttl ms (0: for good), 6 due µs, 7 list member, 8 this call's token,
+-- 9 number k of dedupe key suffixes, 10..9+k the suffixes, then the number n of destinations and
+-- n pairs: the destination's queue prefix after T ('' for the default destination: the route's
+-- own keys) and its max pending (0: no bound); then the number f of field/value arguments of each
+-- delivery hash, those f; then (n > 1) the shared hash's field/value pairs ('d', the names of the
+-- n destinations, then 'hdr' and 'body': sharedFields in event.go). With one destination the
+-- delivery hash's fields hold the header and body; with several they do not.
+-- queueArgs reads them: the dedupe keys (ids), and for each destination i its queue prefix
+-- (queues[i]), name (names[i]), bound (bounds[i]) and delivery hash (hashes[i]).
+local function queueArgs()
+  local a = {id = ARGV[1], ttl = ARGV[2], entity = ARGV[3], version = ARGV[4], vttl = ARGV[5],
+    due = ARGV[6], member = ARGV[7], mine = ARGV[8], ids = {}, queues = {}, names = {}, bounds = {}, hashes = {}}
+  local k = tonumber(ARGV[9])
+  for i = 1, k do a.ids[i] = T .. ARGV[9 + i] end
+  local at = 10 + k
+  local n = tonumber(ARGV[at])
+  for i = 1, n do
+    local qp = ARGV[at + 2 * i - 1]
+    a.queues[i] = T .. qp
+    a.names[i] = 'default'
+    if qp ~= '' then a.names[i] = string.sub(qp, 2, -2) end -- '@' .. name .. ':'
+    a.bounds[i] = tonumber(ARGV[at + 2 * i])
+    a.hashes[i] = a.queues[i] .. 'e:' .. a.id
+  end
+  at = at + 2 * n + 1
+  local f = tonumber(ARGV[at])
+  a.fields = {unpack(ARGV, at + 1, at + f)}
+  if n > 1 then a.shared = {unpack(ARGV, at + f + 1)} end
+  return a
+end
+
+-- queueEvent makes every write that queues event a.id (queueArgs) for the destinations numbered
+-- in fresh (indexes of a.queues), once everything is checked: Redis keeps the writes a script
+-- made before it failed, so none is made before the event is known to be queued. fields are
+-- each delivery hash's field/value pairs; shared, when given, the shared hash's (T p:<id>), which
+-- holds the header and body (fields then do not) and the call's token ('ac'), each delivery hash
+-- saying so ('p'); else each delivery hash holds the token. advance says the claim's version is
+-- newer than the entity's accepted one: it is written, for the version ttl, and the delivered
+-- versions of every queue of a.queues expire with it. The dedupe keys are marked done (which
+-- ends a claim: same key). A fresh queue's listing and due queue get the event.
+-- The hash with the body is the first write, else the version or a dedupe key: at maxmemory
+-- (noeviction) Redis refuses a script's first write that may grow memory (the caller answers
+-- 503), and would let any later one through; so a refused script has written nothing.
+local function queueEvent(a, fresh, fields, shared, advance)
+  if #fresh > 0 and shared then
+    redis.call('HSET', T .. 'p:' .. a.id, 'ac', a.mine, unpack(shared))
+    for _, i in ipairs(fresh) do redis.call('HSET', a.hashes[i], 'p', '1', unpack(fields)) end
+  else
+    for _, i in ipairs(fresh) do redis.call('HSET', a.hashes[i], 'ac', a.mine, unpack(fields)) end
+  end
+  if advance then
+    setversion(T .. 'v:' .. a.entity, a.version, a.vttl)
+    -- The delivered versions expire with the accepted one.
+    for _, q in ipairs(a.queues) do
+      local wk = q .. 'w:' .. a.entity
+      if tonumber(a.vttl) > 0 then redis.call('PEXPIRE', wk, a.vttl) else redis.call('PERSIST', wk) end
+    end
+  end
+  for _, dk in ipairs(a.ids) do redis.call('SET', dk, 'd', 'PX', a.ttl) end
+  for _, i in ipairs(fresh) do
+    local q, member = a.queues[i], a.member
+    -- A reused ID accepted at the same instant as its expired predecessor has the same member. A
+    -- final listing's members are all in x (Update adds them to both, the trims take them from all).
+    if redis.call('ZSCORE', q .. 'x', member) then
+      redis.call('ZREM', q .. 'x', member)
+      for _, s in ipairs(FINAL) do redis.call('ZREM', q .. 's:' .. s, member) end
+    end
+    redis.call('ZADD', q .. 'q', a.due, a.id)
+    redis.call('ZADD', q .. 's:pending', 0, member)
   end
 end
