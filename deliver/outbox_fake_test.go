@@ -139,6 +139,16 @@ func (f *fakeOutbox) Accept(_ context.Context, c dedupe.Claim, ev *dedupe.Event,
 	return dedupe.Claimed, nil
 }
 
+// DoneAndQueue queues ev in each destination's queue, as Accept queues it in the route's.
+func (f *fakeOutbox) DoneAndQueue(_ context.Context, c dedupe.Claim, ev *dedupe.Event, _ time.Duration) error {
+	for _, d := range c.Destinations {
+		queued := cloneEvent(ev)
+		queued.Namespace, queued.NextAttempt = dedupe.QueueNamespace(c.Namespace, d.Name), ev.AcceptedAt
+		f.add(queued)
+	}
+	return nil
+}
+
 func (f *fakeOutbox) Lease(ctx context.Context, namespace string, now time.Time, n int, lease time.Duration) ([]*dedupe.Event, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

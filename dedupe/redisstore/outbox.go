@@ -103,10 +103,9 @@ func acceptCall(t string, c dedupe.Claim, destinations []dedupe.Destination, ev 
 		micros(next), listMember(accepted, ev.ID), token, strconv.Itoa(len(ids))}
 	args = append(args, ids...)
 	args = append(args, strconv.Itoa(len(destinations)))
-	keys = claimKeys(t, c)
-	if len(destinations) > 1 {
-		keys = append(keys, t+"p:"+ev.ID)
-	}
+	// The shared body's key is declared even for one destination: Accept reads it, to find an
+	// earlier event of the ID whose other destinations still hold it.
+	keys = append(claimKeys(t, c), t+"p:"+ev.ID)
 	for _, d := range destinations {
 		qp := queuePrefix(d.Name)
 		args = append(args, qp, strconv.Itoa(max(d.MaxPending, 0)))

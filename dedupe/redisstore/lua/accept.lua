@@ -7,7 +7,10 @@ local a = queueArgs()
 local n = #a.queues
 local p = T .. 'p:' .. a.id
 local own, probe = a.hashes[1], {unpack(a.hashes)} -- the hash that holds the token; those of the event
-if n > 1 then own, probe[n + 1] = p, p end
+-- The shared body of an earlier event of the ID, still held by deliveries of destinations this
+-- one may not name: the ID is still queued, so this is a duplicate.
+probe[n + 1] = p
+if n > 1 then own = p end
 
 -- Its own first run left the dedupe keys done, or (without dedupe keys, or once they expired)
 -- the event: only then is the token read, so a new event costs no read of its hashes.
