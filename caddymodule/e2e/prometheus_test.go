@@ -266,7 +266,7 @@ scrape_configs:
 	if len(firing) != 1 || a.Labels["route"] != "alerted" || a.Labels["severity"] == "" {
 		t.Fatalf("firing: %+v, want one alert for route alerted with a severity", firing)
 	}
-	if !strings.Contains(a.Annotations["summary"], "alerted") || !strings.Contains(a.Annotations["description"], "caddy hookgate events alerted --state dead") {
+	if !strings.Contains(a.Annotations["summary"], "alerted") || !strings.Contains(a.Annotations["description"], "caddy hookgate events alerted --dest default --state dead") {
 		t.Fatalf("the alert's annotations do not name the route: %+v", a.Annotations)
 	}
 	t.Logf("firing: %v %v", a.Labels, a.Annotations["description"])
