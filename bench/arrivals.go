@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math/bits"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -8,21 +9,33 @@ import (
 )
 
 // arrivals records what reached an upstream: every request, and when each bench event (by
-// sequence number) first arrived, so the bench can tell when the last of a set of acknowledged
-// events was delivered.
+// sequence number) first arrived (at every destination, for a route of several), so the bench
+// can tell when the last of a set of acknowledged events was delivered.
 type arrivals struct {
 	requests atomic.Int64 // every request, duplicates included
 	distinct atomic.Int64 // distinct bench event IDs (Hookgate-Event-Id, else Webhook-Id)
 	retries  atomic.Int64 // requests carrying Hookgate-Attempt > 1
 
 	mu    sync.Mutex
-	first []int64 // unix nanoseconds of each event's first arrival, by sequence number; 0 = not yet
+	first []int64 // unix nanoseconds of each event's arrival at its last destination, by sequence number; 0 = not yet
+	// need is how many destinations each event goes to (0 or 1: one); seen marks, per event, the
+	// destinations it has reached (bit i: destination i).
+	need int
+	seen []uint8
 }
 
-// note records a request carrying event id (and Hookgate-Attempt attempt) that arrived at at.
-func (a *arrivals) note(id, attempt string, at int64) {
+// expect sets how many destinations each event goes to, before any arrives.
+func (a *arrivals) expect(destinations int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.need = destinations
+}
+
+// note records a request carrying event id (and Hookgate-Attempt attempt) that arrived at at, at
+// destination dest (0 for a route of one).
+func (a *arrivals) note(id, attempt string, at int64, dest int) {
 	a.requests.Add(1)
-	if seq, ok := parseEventID(id); ok && a.markFirst(seq, at) {
+	if seq, ok := parseEventID(id); ok && a.markFirst(seq, at, dest) {
 		a.distinct.Add(1)
 	}
 	if n, _ := strconv.Atoi(attempt); n > 1 {
@@ -30,14 +43,21 @@ func (a *arrivals) note(id, attempt string, at int64) {
 	}
 }
 
-// markFirst records seq's arrival at at and reports whether it is the first.
-func (a *arrivals) markFirst(seq uint64, at int64) bool {
+// markFirst records seq's arrival at dest at at and reports whether it has now reached every
+// destination, for the first time.
+func (a *arrivals) markFirst(seq uint64, at int64, dest int) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for uint64(len(a.first)) <= seq {
-		a.first = append(a.first, make([]int64, max(len(a.first), 1<<16))...)
+		grow := max(len(a.first), 1<<16)
+		a.first = append(a.first, make([]int64, grow)...)
+		a.seen = append(a.seen, make([]uint8, grow)...)
 	}
 	if a.first[seq] != 0 {
+		return false
+	}
+	a.seen[seq] |= 1 << dest
+	if bits.OnesCount8(a.seen[seq]) < max(a.need, 1) {
 		return false
 	}
 	a.first[seq] = at

@@ -34,11 +34,31 @@ func TestSinkCaddyLogLinesRecordFirstArrivals(t *testing.T) {
 func TestDeliveryWithAMissingEventHasNoRate(t *testing.T) {
 	var a arrivals
 	start := time.Now()
-	a.note(eventID(1), "", start.Add(time.Second).UnixNano())
+	a.note(eventID(1), "", start.Add(time.Second).UnixNano(), 0)
 	if d := a.deliveryOf([]uint64{1, 2}, start); d.rate() != 0 || d.arrived != 1 {
 		t.Errorf("got %d arrived, rate %.0f; want 1 arrived and no rate", d.arrived, d.rate())
 	}
 	if d := a.deliveryOf([]uint64{1}, start); d.rate() < 0.99 || d.rate() > 1.01 {
 		t.Errorf("one event delivered 1 s after the window's start: got %.2f/s, want 1/s", d.rate())
+	}
+}
+
+// With several destinations an event counts as delivered when the last of them has it, and the
+// sink tells the destinations apart by the first segment of the path they forward to.
+func TestAnEventOfSeveralDestinationsArrivesWithTheLast(t *testing.T) {
+	var a arrivals
+	a.expect(2)
+	start := time.Now()
+	a.note(eventID(1), "", start.Add(time.Second).UnixNano(), destinationIndex("/a/hooks/bench"))
+	a.note(eventID(1), "2", start.Add(2*time.Second).UnixNano(), destinationIndex("/a/hooks/bench"))
+	if a.distinct.Load() != 0 {
+		t.Fatal("an event at one of its two destinations counted as delivered")
+	}
+	a.note(eventID(1), "", start.Add(3*time.Second).UnixNano(), destinationIndex("/b/hooks/bench"))
+	if d := a.deliveryOf([]uint64{1}, start); a.distinct.Load() != 1 || d.arrived != 1 || d.last != 3*time.Second {
+		t.Fatalf("distinct %d, delivery %+v; want it delivered when b had it", a.distinct.Load(), d)
+	}
+	if destinationIndex("/hooks/bench") != 0 || destinationIndex("/c/x") != 2 {
+		t.Fatal("destinationIndex")
 	}
 }

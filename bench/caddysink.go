@@ -112,7 +112,7 @@ func (s *caddySink) noteLine(line []byte) {
 	if id == "" {
 		id = jsonString(line, `"hg_webhook":"`)
 	}
-	s.note(id, jsonString(line, `"hg_attempt":"`), int64(ts*1e9))
+	s.note(id, jsonString(line, `"hg_attempt":"`), int64(ts*1e9), 0) // one destination: the caddy sink logs no path
 }
 
 // jsonScalar is the text after key up to the next ',' or '}'.

@@ -56,7 +56,7 @@ func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if id == "" {
 		id = r.Header.Get("Webhook-Id")
 	}
-	s.note(id, r.Header.Get("Hookgate-Attempt"), time.Now().UnixNano())
+	s.note(id, r.Header.Get("Hookgate-Attempt"), time.Now().UnixNano(), destinationIndex(r.URL.Path))
 	w.WriteHeader(http.StatusOK)
 }
 
@@ -75,14 +75,13 @@ func startUpstream(o options) (upstream, error) {
 	return startSink()
 }
 
-// waitRequests waits until u has been sent want requests or timeout passes, and says how long
-// it waited: with every event sent to several destinations, until all have had it.
-func waitRequests(u upstream, want int64, timeout time.Duration) time.Duration {
-	start := time.Now()
-	for u.received().requests.Load() < want && time.Since(start) < timeout {
-		time.Sleep(20 * time.Millisecond)
+// destinationIndex is the destination a request to the sink is for: the multi-destination configs
+// forward to /a, /b and /c (destinationForwards); anything else is a route's only one.
+func destinationIndex(path string) int {
+	if len(path) >= 3 && path[0] == '/' && path[2] == '/' && path[1] >= 'a' && path[1] <= 'c' {
+		return int(path[1] - 'a')
 	}
-	return time.Since(start)
+	return 0
 }
 
 // waitDistinct waits until u has seen want distinct events or timeout passes, and says how long
