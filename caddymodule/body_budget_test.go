@@ -25,6 +25,9 @@ import (
 // and leaves the rest of the body unsent: a slow sender, or an attacker holding memory.
 func openRequest(t *testing.T, addr, path string, hdr http.Header, contentLength int, sent []byte) net.Conn {
 	t.Helper()
+	// A connection made while the previous config's server still listens beside the new one
+	// may reach the one shutting down, which closes it unanswered.
+	awaitLoadSettled(t, http.DefaultClient)
 	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
