@@ -240,11 +240,13 @@ func pooledSize(n int64) int64 {
 }
 
 // poolsBody reports whether a body of Content-Length n is read into a pooled buffer: on a sync
-// route only, not when the length is unknown, zero or over pooledBodyMax, and only when the
-// buffer is no larger than max_body, so that the reservation of the whole buffer
-// fits the body budget as max_body does.
+// route without copies only (an event's body that goes into the ledger may be read by a call
+// that outlives its request, such as a Redis script the client still holds after the ledger's
+// budget gave up on it), not when the length is unknown, zero or over pooledBodyMax, and only
+// when the buffer is no larger than max_body, so that the reservation of the whole buffer fits
+// the body budget as max_body does.
 func (h *Handler) poolsBody(n int64) bool {
-	return !h.async() && n > 0 && n <= pooledBodyMax && pooledSize(n) <= h.MaxBody
+	return !h.async() && len(h.Copies) == 0 && n > 0 && n <= pooledBodyMax && pooledSize(n) <= h.MaxBody
 }
 
 // takeBody returns a pooled buffer for a body of Content-Length n, which poolsBody allows, held

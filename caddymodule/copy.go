@@ -1,7 +1,10 @@
 package caddymodule
 
 import (
+	"bufio"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"time"
 
@@ -78,6 +81,26 @@ func (s *statusRecorder) ReadFrom(r io.Reader) (int64, error) {
 		return io.Copy(io.Discard, r)
 	}
 	return s.ResponseWriterWrapper.ReadFrom(r)
+}
+
+// FlushError is the recorder's flush, which http.ResponseController finds before the writer it
+// wraps: a flush before any status sends net/http's implicit 200, so it goes through the copy's
+// hold as Write does.
+func (s *statusRecorder) FlushError() error {
+	if !s.pass() {
+		return nil
+	}
+	return http.NewResponseController(s.ResponseWriterWrapper.ResponseWriter).Flush()
+}
+
+// Hijack is the recorder's: on a route with copies it is refused, since an answer written on the
+// bare connection could not be held until the copies are queued, nor its status read to tell
+// whether the app took the event.
+func (s *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if s.copy != nil {
+		return nil, nil, fmt.Errorf("hookgate: a route with copies holds the app's answer until they are queued: %w", http.ErrNotSupported)
+	}
+	return http.NewResponseController(s.ResponseWriterWrapper.ResponseWriter).Hijack()
 }
 
 // pass notes an implicit 200 (the app wrote its body without a status) and reports whether the

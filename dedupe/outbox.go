@@ -108,7 +108,9 @@ type Outbox interface {
 	// Pending events → Full; otherwise it marks c.ID and c.Digest done for dedupeTTL (skipped
 	// when c.ID is ""), advances the entity's accepted version, stores ev once and queues it as
 	// Pending, due at ev.AcceptedAt, in every destination's queue, and returns Claimed. ev.ID is
-	// the key (set even when c.ID is ""). ev.Namespace is "" or c.Namespace, the route.
+	// the key (set even when c.ID is ""). ev.Namespace is "" or c.Namespace, the route. ev (its
+	// Body too) is read, and may be read after a call given up on its context returns (a Redis
+	// client still sends a call it queued): the caller must not write it afterwards.
 	//
 	// Each destination's delivery is its own from then on: the queue methods below take a
 	// queue's namespace (QueueNamespace), and an Update in one queue never changes another. The
