@@ -16,7 +16,9 @@ import (
 // delivered), a replay and gets in every queue, from two nodes, each succeed with the body.
 func TestOddRouteNamesOnAClusterForSeveralDestinations(t *testing.T) {
 	cluster := redistest.DurableCluster(t)
-	newClient := func() redis.UniversalClient { return redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs()}) }
+	newClient := func() redis.UniversalClient {
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs()})
+	}
 	prefix := "p{x}:y@" + newPrefix()
 	a, b := New(newClient(), prefix), New(newClient(), prefix)
 	t.Cleanup(func() { a.Close(); b.Close() })
