@@ -165,6 +165,7 @@ func startStream(o options, c benchConfig, handlers func(sink, storage string) s
 	if err != nil {
 		return nil, err
 	}
+	s.expect(c.destinations) // an event is delivered once every destination has it
 	var cg *memoryCgroup
 	if o.memoryLimit > 0 {
 		if cg, err = newMemoryCgroup(o.memoryLimit); err != nil {
