@@ -182,6 +182,17 @@ func TestADestinationThatIsDownHoldsUpNoOther(t *testing.T) {
 		len(all.Destinations) != 3 || all.Destinations["down"].Backlog != n || all.Destinations["a"].Backlog != 0 {
 		t.Errorf("the route's status without dest: %d %s, want each destination's", status, body)
 	}
+	out, err := runHookgateCLIAt("localhost:2999", "status", "fanout", "--dest", "down")
+	if err != nil || !strings.Contains(out, fmt.Sprintf(`"backlog": %d`, n)) {
+		t.Errorf("caddy hookgate status fanout --dest down: %v\n%s", err, out)
+	}
+	out, err = runHookgateCLIAt("localhost:2999", "events", "fanout", "--dest", "down", "--limit", "3")
+	if err != nil || strings.Count(out, `"id": "evt_down_`) != 3 {
+		t.Errorf("caddy hookgate events fanout --dest down --limit 3: %v\n%s", err, out)
+	}
+	if out, err = runHookgateCLIAt("localhost:2999", "events", "fanout"); err == nil || !strings.Contains(err.Error(), "a, c, down") {
+		t.Errorf("caddy hookgate events fanout, without --dest: %v\n%s; want an error naming the destinations", err, out)
+	}
 	var listed struct {
 		Routes []struct{ Name, Destination string }
 	}

@@ -243,3 +243,64 @@ func TestFanOutOnTwoRedisNodesLosesNothingWhenOneIsKilled(t *testing.T) {
 	up.oncallDown.Store(false)
 	load.check(t, up, total, deliver.UnrecordedPerWorker*workersPerDestination)
 }
+
+// copyCaddyfile is a sync route in front of the app (the upstream's /hooks/orders) with a copy
+// for the service replacing it (its /next).
+const copyCaddyfile = `{
+	admin {$HOOKGATE_ADMIN}
+}
+http://localhost:{$HOOKGATE_PORT} {
+	bind 127.0.0.1
+	hookgate /hooks/orders* {
+		preset standard
+		name orders
+		secret {env.STANDARD_WEBHOOK_SECRET}
+		copy next http://127.0.0.1:{$HOOKGATE_FORWARD_PORT}/next {
+			timeout 2s
+			backoff 100ms 500ms
+			max_attempts 1000
+		}
+	}
+	reverse_proxy 127.0.0.1:{$HOOKGATE_FORWARD_PORT}
+}
+`
+
+// TestCopiesLoseNothingTheAppTookAcrossCrashes: a sync route with a copy takes a load of signed
+// events while Caddy is killed with -9 three times. Every event whose 2xx (the app's) reached
+// the provider also reaches the copy, and the copy's duplicates are within the crash bound.
+func TestCopiesLoseNothingTheAppTookAcrossCrashes(t *testing.T) {
+	t.Parallel()
+	const total, senders, kills = 4000, 32, 3
+	up := newFanOutUpstream(t)
+	config := filepath.Join(t.TempDir(), "copy.Caddyfile")
+	if err := os.WriteFile(config, []byte(copyCaddyfile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := newBinaryGateway(t, config)
+	g.env = append(g.env, "STANDARD_WEBHOOK_SECRET="+hooktest.Secret, fmt.Sprintf("HOOKGATE_FORWARD_PORT=%d", up.port()))
+	g.start(t)
+	load := startFanOutLoad(t, "copy", []string{fmt.Sprintf("http://localhost:%d/hooks/orders", g.port)}, total, senders)
+	for k := 1; k <= kills; k++ {
+		load.waitAcked(t, int64(k*total/(kills+1)), fmt.Sprintf("before kill %d", k))
+		g.kill()
+		time.Sleep(200 * time.Millisecond)
+		g.start(t)
+	}
+	load.done.Wait()
+	if len(load.acked) != total {
+		t.Fatalf("%d of %d events acknowledged", len(load.acked), total)
+	}
+	hooktest.WaitFor(t, "every event the app took at the copy", 120*time.Second, func() bool {
+		for id := range load.acked {
+			if up.count("/next", id) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	duplicates, bound := up.total("/next")-total, deliver.UnrecordedPerWorker*workersPerDestination*kills
+	t.Logf("the app got %d requests for %d events; the copy %d deliveries, %d duplicates (bound %d)", up.total("/hooks"), total, up.total("/next"), duplicates, bound)
+	if duplicates > bound {
+		t.Errorf("the copy got %d duplicates, more than the %d that can be sent and unrecorded at %d kills", duplicates, bound, kills)
+	}
+}
