@@ -62,4 +62,16 @@ func TestDeadLetterPageShowsEachDestination(t *testing.T) {
 	if err := chromedp.Do(browser, chromedp.WaitVisible(row("analytics"))); err != nil {
 		t.Fatalf("analytics' dead letter left the page: %v", err)
 	}
+	// Replay all is per destination too, from the CLI as from the page.
+	out, err := runHookgateCLIAt("localhost:2999", "replay", "--all", "uidest", "--dest", "analytics")
+	if err != nil || !strings.Contains(out, `"replayed": 1`) {
+		t.Fatalf("caddy hookgate replay --all uidest --dest analytics: %v\n%s", err, out)
+	}
+	hooktest.WaitFor(t, "analytics' replay delivered", 10*time.Second, func() bool {
+		_, body := admin(t, http.MethodGet, "/hookgate/events/uidest?dest=analytics&id=evt_uidest")
+		return strings.Contains(body, `"state":"delivered"`)
+	})
+	if err := chromedp.Do(browser, chromedp.WaitNotPresent(row("analytics"))); err != nil {
+		t.Fatalf("analytics' replayed dead letter never left the page: %v", err)
+	}
 }
