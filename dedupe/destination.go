@@ -30,7 +30,14 @@ type Destination struct {
 	// MaxPending, when positive, bounds the destination's backlog: with that many undelivered
 	// events queued for it, a new event it would take is Full. 0 means no bound.
 	MaxPending int
+	// OrderKey, when set, is the event's key in the destination's order (Orderer): its events of
+	// one key are delivered one at a time, in the order the ledger accepted them. At most
+	// MaxOrderKey bytes. "" delivers it unordered.
+	OrderKey string
 }
+
+// MaxOrderKey is the longest order key, in bytes.
+const MaxOrderKey = 512
 
 // QueueNamespace is the namespace of the queue of route's destination, which the Outbox's queue
 // methods (Lease, Update, Get, List, Replay, DeliveredVersion) take and the events they hand out

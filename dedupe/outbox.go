@@ -68,6 +68,54 @@ type Event struct {
 	// LeaseToken is the number of the lease that handed the event out (0: never leased); Update
 	// must be given it back, so a holder whose lease lapsed cannot overwrite a newer holder's.
 	LeaseToken uint64 `json:"-"`
+
+	// OrderKey is the event's key in its queue's order (Destination.OrderKey), "" when the queue
+	// delivers it unordered. Seq is its place in that order: the route's sequence, assigned in
+	// the write that accepted it, the same in each of its queues.
+	OrderKey string `json:"order_key,omitempty"`
+	Seq      uint64 `json:"seq,omitempty"`
+	// Holds is set on a dead letter that holds its key: the events behind it wait (OnDead Hold).
+	Holds bool `json:"holds,omitempty"`
+	// OnDead is what an Update to Dead does to the events behind an ordered event: Hold (the
+	// zero value) or Skip. Read by Update only.
+	OnDead OnDead `json:"-"`
+}
+
+// OnDead is what becomes of the events behind an ordered event that died.
+type OnDead uint8
+
+const (
+	// Hold keeps them waiting, the key held, until the dead head is replayed or skipped.
+	Hold OnDead = iota
+	// Skip lets the next one go: the dead letter stays, replayable at the key's tail.
+	Skip
+)
+
+// ErrNotHeld is returned by Orderer.Skip for a dead letter that holds no key.
+var ErrNotHeld = errors.New("event does not hold its key")
+
+// HeldKey is one key of an ordered queue held by its dead head.
+type HeldKey struct {
+	Key     string    `json:"key"`
+	Head    string    `json:"head"`    // the dead letter's event ID
+	Since   time.Time `json:"since"`   // when it died
+	Waiting int       `json:"waiting"` // the events behind it
+}
+
+// Orderer is what an Outbox offers of its ordered queues (Destination.OrderKey): an event of a
+// key is leased only while it is its key's head, the lowest Seq among the queue's events of the
+// key that are Pending, or Dead and holding it; so a key's events reach the upstream one at a
+// time, in the order the ledger accepted them, and a retrying head holds back its key alone.
+type Orderer interface {
+	// HeldKeys lists up to limit keys of namespace held by a dead head, in key order, after
+	// afterKey.
+	HeldKeys(ctx context.Context, namespace, afterKey string, limit int) ([]HeldKey, error)
+	// CountHeld is the number of keys of namespace held by a dead head.
+	CountHeld(ctx context.Context, namespace string) (int, error)
+	// Skip releases the key a dead head holds: the event stays a dead letter, kept for keep from
+	// now, and the next of its key is due at now. ErrNotFound if absent, ErrNotHeld if it holds
+	// no key.
+	Skip(ctx context.Context, namespace, id string, now time.Time, keep time.Duration) error
 }
 
 // Cursor is where a listing resumes: after the event with this accept time and ID, the last
