@@ -23,6 +23,8 @@ type Backend struct {
 	// would hold them (separate clients); the suite closes them. nil for an embedded backend,
 	// which one process owns: the cross-node tests are then not run.
 	OpenNodes func(t *testing.T, n int) []Store
+	// Ordered says the backend offers ordered queues (dedupe.Orderer): their checks run.
+	Ordered bool
 }
 
 // check is one promise of a single store.
@@ -47,6 +49,9 @@ func Run(t *testing.T, b Backend) {
 	var checks []check
 	for _, group := range [][]check{claimChecks, doneChecks, expiryChecks, acceptChecks, leaseChecks, updateChecks, queryChecks, destinationChecks, copyChecks} {
 		checks = append(checks, group...)
+	}
+	if b.Ordered {
+		checks = append(checks, orderChecks...)
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {
