@@ -38,6 +38,18 @@ type outboxRecord struct {
 	// Update must be given while no lease is held in memory (0: never leased); earlier versions
 	// kept the count of leases handed out, the number of the latest lease.
 	Leases uint64
+	// OrderKey, Seq and Holds place an event of an ordered queue (dedupe.Orderer): its key, its
+	// place in the route's order, and whether it is a dead head holding its key. A Pending
+	// event of a key that is not its key's head waits: its NextAttempt is zero and it has no
+	// due entry (outbox_order.go).
+	OrderKey string
+	Seq      uint64
+	Holds    bool
+}
+
+// waiting reports whether the record is an ordered event waiting behind its key's head.
+func (r *outboxRecord) waiting() bool {
+	return r.OrderKey != "" && r.State == dedupe.Pending && r.NextAttempt.IsZero()
 }
 
 // recordFormat is the first byte of an encoded record, for a later change of layout. Format 1,
@@ -45,6 +57,10 @@ type outboxRecord struct {
 const (
 	recordFormat         = 2
 	recordFormatUnfenced = 1
+	// recordFormatOrdered is format 2 with, before the last error, the seq and holds as
+	// uvarints and the order key as a uvarint length and its bytes: an event of an ordered
+	// queue. Others are written as format 2, as before.
+	recordFormatOrdered = 3
 )
 
 // maxRecordLen bounds a stored record's value but for its last error: the expiry, the format,
@@ -67,7 +83,11 @@ func (r *outboxRecord) encode(v []byte) ([]byte, error) {
 	if r.Leased {
 		leased = 1
 	}
-	v = append(v, recordFormat, byte(n), leased)
+	format := byte(recordFormat)
+	if r.OrderKey != "" {
+		format = recordFormatOrdered
+	}
+	v = append(v, format, byte(n), leased)
 	v = binary.AppendUvarint(v, uint64(r.Attempts))
 	v = binary.AppendUvarint(v, uint64(r.LastStatus))
 	v = binary.AppendUvarint(v, r.Leases)
@@ -78,17 +98,26 @@ func (r *outboxRecord) encode(v []byte) ([]byte, error) {
 		}
 		v = binary.AppendVarint(v, ns)
 	}
+	if r.OrderKey != "" {
+		holds := uint64(0)
+		if r.Holds {
+			holds = 1
+		}
+		v = binary.AppendUvarint(binary.AppendUvarint(v, r.Seq), holds)
+		v = appendString(v, r.OrderKey)
+	}
 	return append(v, r.LastError...), nil
 }
 
 // decodeRecord is encode's inverse, and decodes format 1 too.
 func decodeRecord(v []byte) (*outboxRecord, error) {
-	if len(v) < 3 || (v[0] != recordFormat && v[0] != recordFormatUnfenced) || int(v[1]) >= len(states) || v[1] == 0 || v[2] > 1 {
+	if len(v) < 3 || (v[0] != recordFormat && v[0] != recordFormatUnfenced && v[0] != recordFormatOrdered) || int(v[1]) >= len(states) || v[1] == 0 || v[2] > 1 {
 		return nil, fmt.Errorf("corrupt event record of %d bytes", len(v))
 	}
 	r := &outboxRecord{State: states[v[1]], Leased: v[2] == 1}
+	format := v[0]
 	counts := 3 // attempts, last status, leases
-	if v[0] == recordFormatUnfenced {
+	if format == recordFormatUnfenced {
 		counts = 2
 	}
 	v = v[3:]
@@ -110,6 +139,14 @@ func decodeRecord(v []byte) (*outboxRecord, error) {
 			*t = time.Unix(0, ns).UTC()
 		}
 		v = v[w:]
+	}
+	if format == recordFormatOrdered {
+		rd := byteReader{rest: v}
+		r.Seq, r.Holds, r.OrderKey = rd.uvarint(), rd.uvarint() == 1, rd.string()
+		if rd.failed || r.OrderKey == "" {
+			return nil, fmt.Errorf("corrupt event record")
+		}
+		v = rd.rest
 	}
 	r.LastError = string(v)
 	return r, nil
@@ -407,6 +444,7 @@ func (k outboxKeys) event(r *outboxRecord, p *payload) *dedupe.Event {
 		State: r.State, Attempts: r.Attempts, NextAttempt: r.NextAttempt,
 		LastStatus: r.LastStatus, LastError: r.LastError,
 		AcceptedAt: r.AcceptedAt, UpdatedAt: r.UpdatedAt, LeaseToken: r.Leases,
+		OrderKey: r.OrderKey, Seq: r.Seq, Holds: r.Holds,
 	}
 }
 
@@ -447,7 +485,7 @@ func getRecordUntil(txn *badger.Txn, k []byte, now time.Time) (rec *outboxRecord
 
 // putRecord writes the delivery state; a zero expires means it never expires.
 func putRecord(txn *badger.Txn, k []byte, rec *outboxRecord, expires time.Time) error {
-	v := make([]byte, nanosLen, maxRecordLen+len(rec.LastError))
+	v := make([]byte, nanosLen, maxRecordLen+len(rec.LastError)+2*binary.MaxVarintLen64+len(rec.OrderKey))
 	if !expires.IsZero() {
 		binary.BigEndian.PutUint64(v, uint64(expires.UnixNano()))
 	}
