@@ -11,6 +11,7 @@ import (
 // directory, so one process owns a store: there are no other nodes to test with.
 func TestConformance(t *testing.T) {
 	ledgertest.Run(t, ledgertest.Backend{
+		Ordered: true,
 		Open: func(t *testing.T) ledgertest.Store {
 			b, err := badgerstore.Open(t.TempDir())
 			if err != nil {

@@ -28,6 +28,7 @@ func (b *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, de
 	if err != nil {
 		return 0, fmt.Errorf("dedupe: accept: %w", err)
 	}
+	orderKeys, ordered := destinationOrderKeys(c)
 	ids, vk, err := keys(c)
 	if err != nil {
 		return 0, fmt.Errorf("dedupe: accept: %w", err)
@@ -92,11 +93,22 @@ func (b *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, de
 		if err := txn.Set(queues[0].payload, pay); err != nil {
 			return err
 		}
+		var seq uint64
+		if ordered {
+			if seq, err = nextSequence(txn, c.Namespace); err != nil {
+				return err
+			}
+		}
 		for i, q := range queues {
 			// A lease of an earlier event under this ID, expired, is not this one's.
 			b.leases.drop(q.ns, q.id)
 			// Made here, not captured, the record stays on the committer's stack.
 			rec := outboxRecord{State: dedupe.Pending, AcceptedAt: acceptedAt, NextAttempt: due, UpdatedAt: updatedAt}
+			if orderKeys[i] != "" {
+				if err := joinKey(txn, q, &rec, orderKeys[i], seq); err != nil {
+					return err
+				}
+			}
 			if err := b.store(txn, q, old[i], &rec, time.Time{}); err != nil {
 				return err
 			}
@@ -107,6 +119,18 @@ func (b *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, de
 		return 0, err
 	}
 	return out, nil
+}
+
+// destinationOrderKeys is each of c's queued destinations' order key ("" for unordered), and
+// whether any is ordered.
+func destinationOrderKeys(c dedupe.Claim) ([]string, bool) {
+	dests, _ := c.QueuedDestinations() // checked by acceptKeys
+	keys := make([]string, len(dests))
+	ordered := false
+	for i, d := range dests {
+		keys[i], ordered = d.OrderKey, ordered || d.OrderKey != ""
+	}
+	return keys, ordered
 }
 
 // maxInlineQueues is how many destinations' records Accept reads without allocating.
@@ -187,6 +211,7 @@ func (b *Store) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration
 		rec := &outboxRecord{
 			State: ev.State, Attempts: ev.Attempts, LastStatus: ev.LastStatus, LastError: ev.LastError,
 			AcceptedAt: old.AcceptedAt, UpdatedAt: ev.UpdatedAt, Leases: ev.LeaseToken,
+			OrderKey: old.OrderKey, Seq: old.Seq,
 		}
 		if rec.UpdatedAt.IsZero() {
 			rec.UpdatedAt = now
@@ -202,7 +227,17 @@ func (b *Store) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration
 		}
 		due = time.Time{}
 		expires := now.Add(keep)
-		p, err := settlePayload(txn, ok, ev.State, expires, now)
+		holds := rec.OrderKey != "" && ev.State == dedupe.Dead && ev.OnDead == dedupe.Hold
+		var p *payload
+		if holds { // a held head never expires: its expiry would release its key unseen
+			expires = time.Time{}
+			if err := holdKey(txn, ok, rec, now); err != nil {
+				return err
+			}
+			p, err = retain(txn, ok.payload, expires)
+		} else {
+			p, err = settlePayload(txn, ok, ev.State, expires, now)
+		}
 		if err != nil {
 			return err
 		}
@@ -211,7 +246,10 @@ func (b *Store) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration
 				return err
 			}
 		}
-		return b.store(txn, ok, old, rec, expires)
+		if err := b.store(txn, ok, old, rec, expires); err != nil || rec.OrderKey == "" || holds {
+			return err
+		}
+		return b.leaveKey(txn, ok, rec, now)
 	})
 	if !begun {
 		return err
@@ -255,7 +293,7 @@ func settlePayload(txn *badger.Txn, ok outboxKeys, state dedupe.State, expires, 
 			return nil, err
 		case !live:
 			continue
-		case rec.State == dedupe.Pending:
+		case rec.State == dedupe.Pending, rec.State == dedupe.Dead && until.IsZero(): // a held head never expires
 			return meta, nil
 		case rec.State == dedupe.Dead:
 			keepBody = true
@@ -312,6 +350,9 @@ func (b *Store) Replay(ctx context.Context, namespace, id string, now time.Time)
 		rec := *old
 		rec.State, rec.Attempts, rec.NextAttempt, rec.UpdatedAt = dedupe.Pending, 0, now, now
 		b.leases.drop(ok.ns, ok.id) // a lease left by a failed commit that wrote Dead
+		if err := b.replayInOrder(txn, ok, &rec); err != nil {
+			return err
+		}
 		if _, err := retain(txn, ok.payload, time.Time{}); err != nil {
 			return err
 		}
@@ -338,7 +379,7 @@ func (b *Store) Replay(ctx context.Context, namespace, id string, now time.Time)
 // the next Lease start there (outbox_floor.go).
 func (b *Store) store(txn *badger.Txn, ok outboxKeys, old, rec *outboxRecord, expires time.Time) error {
 	now := b.clock()
-	if rec.State == dedupe.Pending && rec.NextAttempt.Before(now) {
+	if rec.State == dedupe.Pending && rec.NextAttempt.Before(now) && !rec.waiting() {
 		rec.NextAttempt = now
 	}
 	if err := putRecord(txn, ok.record, rec, expires); err != nil {
@@ -350,7 +391,7 @@ func (b *Store) store(txn *badger.Txn, ok outboxKeys, old, rec *outboxRecord, ex
 	}
 	var oldDue, oldState []byte
 	if old != nil {
-		if old.State == dedupe.Pending && !old.NextAttempt.After(now) {
+		if old.State == dedupe.Pending && !old.waiting() && !old.NextAttempt.After(now) {
 			oldDue = ok.due(old.NextAttempt)
 		}
 		oldState = ok.state(old.State, old.AcceptedAt)
@@ -371,6 +412,12 @@ func (b *Store) store(txn *badger.Txn, ok outboxKeys, old, rec *outboxRecord, ex
 		}
 	}
 	if rec.State != dedupe.Pending {
+		if oldDue == nil {
+			return nil
+		}
+		return txn.Delete(oldDue)
+	}
+	if rec.waiting() { // behind its key's head: no due entry until it is promoted
 		if oldDue == nil {
 			return nil
 		}
