@@ -77,6 +77,10 @@ type Config struct {
 	// about 160 MiB of 1 KiB events or 0.9 GiB of 8 KiB ones (a queued event takes its body
 	// plus about 0.6 KiB).
 	MaxPending int
+	// OnDead is what an ordered event that dies does to the events of its key behind it
+	// (dedupe.Hold, the zero value: they wait until it is replayed or skipped; dedupe.Skip:
+	// the next goes on). It is given to the store with every outcome.
+	OnDead dedupe.OnDead
 	// Rate, if set, bounds the attempts started (retries and a paused upstream's probes
 	// included): at most Rate.Starts in any window of Rate.Per, plus one at its edge; the other
 	// events wait queued. On a store that keeps it (dedupe.StartLimiter: Redis) the bound is

@@ -19,6 +19,7 @@ import (
 const (
 	headerEventID  = "Hookgate-Event-Id"
 	headerAttempt  = "Hookgate-Attempt"
+	headerSequence = "Hookgate-Sequence"
 	headerVerified = "Hookgate-Verified"
 )
 
@@ -80,6 +81,9 @@ func newAttemptRequest(ctx context.Context, target *url.URL, ev *dedupe.Event, n
 	req.Header[headerVerified] = own[2:3:3]
 	if _, sent := req.Header["User-Agent"]; !sent {
 		req.Header["User-Agent"] = own[3:4:4] // "": not Go's default, as the provider sent none
+	}
+	if ev.OrderKey != "" { // the event's place in its key's order, for the app to check
+		req.Header[headerSequence] = []string{strconv.FormatUint(ev.Seq, 10)}
 	}
 	// The target's user info is sent as Basic auth, as http.Client would: attempts go to its
 	// Transport directly (attempt).

@@ -70,6 +70,7 @@ func (d *Deliverer) supersedeIfOutdated(s *settings, ev *dedupe.Event, lease lea
 	ev.UpdatedAt = time.Now()
 	slot.release()
 	if d.store(ev, s.cfg.Keep, lease, log) {
+		d.promoted(ev)
 		s.cfg.recorded(ev.State)
 	}
 	log.logger().Info("event superseded, not sent", zap.Int64("version", ev.Version), zap.Int64("delivered_version", delivered))
@@ -107,9 +108,11 @@ func (d *Deliverer) recordAttempt(cfg Config, ev *dedupe.Event, result attemptRe
 		}
 	}
 	slot.release()
+	ev.OnDead = cfg.OnDead
 	if !d.store(ev, keep, lease, log) {
 		return
 	}
+	d.promoted(ev)
 	cfg.recorded(ev.State)
 	switch ev.State {
 	case dedupe.Delivered:
@@ -127,6 +130,21 @@ func (d *Deliverer) recordAttempt(cfg Config, ev *dedupe.Event, result attemptRe
 			time.AfterFunc(delay, d.Notify) // sooner than the loop would look on its own
 		}
 	}
+}
+
+// promoted wakes the lease loop once an ordered event's final outcome is stored: the store made
+// the next event of its key due in the same write, and a key would otherwise go on at the pace
+// of the loop's poll. A dead head that holds its key is logged once, with the key.
+func (d *Deliverer) promoted(ev *dedupe.Event) {
+	if ev.OrderKey == "" || ev.State == dedupe.Pending {
+		return
+	}
+	if ev.State == dedupe.Dead && ev.OnDead == dedupe.Hold {
+		d.logger.Warn("a dead letter holds its key: the events of the key behind it wait until it is replayed or skipped",
+			zap.String("event_id", ev.ID), zap.String("order_key", ev.OrderKey))
+		return
+	}
+	d.Notify()
 }
 
 // postponeUnlessSuperseded puts ev back, unattempted, for a little while, because another event
