@@ -42,6 +42,8 @@ func (h *Handler) checkCopies() error {
 			return errors.New("copy: each copy needs a name (copy NAME URL)")
 		case f.MaxPending != 0:
 			return fmt.Errorf("copy %s: max_pending does not apply to a copy: the app has taken the event, so its copy is queued whatever the backlog (watch hookgate_queue_depth)", f.Name)
+		case f.Order != nil:
+			return fmt.Errorf("copy %s: order does not apply to a copy: the app has taken the event, which cannot be refused for a missing key", f.Name)
 		}
 	}
 	return nil
@@ -90,6 +92,14 @@ func (h *Handler) provisionDestinations() error {
 				return fmt.Errorf("forward %s: %w", name, err)
 			}
 		}
+		switch {
+		case f.Order != nil:
+			if err := f.Order.provision(); err != nil {
+				return fmt.Errorf("forward %s: order: %w", name, err)
+			}
+		case f.OnDead != "":
+			return fmt.Errorf("forward %s: on_dead applies to ordered events only: add `order json|header …`", name)
+		}
 		cfg, err := f.deliverConfig()
 		if err != nil {
 			return err
@@ -111,7 +121,8 @@ func (h *Handler) provisionDestinations() error {
 // A route with one destination and no destination filters leaves the claim as it is, so the
 // common case costs nothing: its default destination, bounded by its max_pending.
 func (h *Handler) takers(claim *dedupe.Claim, r *http.Request, doc *jsonpath.Body) (bool, error) {
-	if len(h.destinations) == 1 && len(h.destinations[0].forward.Only) == 0 && h.destinations[0].name == dedupe.DefaultDestination && h.async() {
+	if len(h.destinations) == 1 && len(h.destinations[0].forward.Only) == 0 && h.destinations[0].name == dedupe.DefaultDestination &&
+		h.destinations[0].forward.Order == nil && h.async() {
 		claim.MaxPending = h.destinations[0].cfg.MaxPending
 		return true, nil
 	}
@@ -120,11 +131,32 @@ func (h *Handler) takers(claim *dedupe.Claim, r *http.Request, doc *jsonpath.Bod
 		if err != nil {
 			return false, err
 		}
-		if f == nil {
-			claim.Destinations = append(claim.Destinations, dedupe.Destination{Name: d.name, MaxPending: d.cfg.MaxPending})
+		if f != nil {
+			continue
 		}
+		key, err := d.orderKey(r, doc)
+		if err != nil {
+			return false, err
+		}
+		claim.Destinations = append(claim.Destinations, dedupe.Destination{Name: d.name, MaxPending: d.cfg.MaxPending, OrderKey: key})
 	}
 	return len(claim.Destinations) > 0, nil
+}
+
+// orderKey is the event's key in the destination's order, "" when it is unordered. Read only for
+// a destination that takes the event, so that filters can send keyless events elsewhere.
+func (d *destination) orderKey(r *http.Request, doc *jsonpath.Body) (string, error) {
+	if d.forward.Order == nil {
+		return "", nil
+	}
+	key, err := d.forward.Order.lookup(r, doc)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("destination %s: order key: %w", d.name, err)
+	case len(key) > dedupe.MaxOrderKey:
+		return "", fmt.Errorf("destination %s: order key of %d bytes, at most %d", d.name, len(key), dedupe.MaxOrderKey)
+	}
+	return key, nil
 }
 
 // fullDestination is the destination of the claim whose backlog is at its max_pending, as the

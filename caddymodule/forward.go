@@ -34,6 +34,15 @@ type Forward struct {
 	// that no destination takes is answered 200 ignored and stored nowhere. Default: none (every
 	// accepted event).
 	Only []Filter `json:"only,omitempty"`
+	// Order, when set, delivers the destination's events of one key (this JSON path's or
+	// header's value) one at a time, in the order hookgate acknowledged them: a retrying event
+	// holds back the events of its key behind it, and every other key flows. An event the
+	// destination takes without the key is refused 400. Default: none (unordered).
+	Order *Source `json:"order,omitempty"`
+	// OnDead is what an ordered event that becomes a dead letter does to the events of its key
+	// behind it: `hold` (they wait until it is replayed or skipped) or `skip` (the next goes on).
+	// Only with Order. Default: hold.
+	OnDead string `json:"on_dead,omitempty"`
 	// URL is the upstream's scheme and host (http or https), with an optional path prefix;
 	// the request's path and query are kept. A bare host:port (`127.0.0.1:3000`) is http, as
 	// reverse_proxy takes it. Required.
@@ -84,6 +93,12 @@ type Forward struct {
 	Resign bool `json:"resign,omitempty"`
 }
 
+// The choices of on_dead.
+const (
+	onDeadHold = "hold"
+	onDeadSkip = "skip"
+)
+
 // deliverConfig turns the Caddy config into the deliverer's, with its defaults.
 func (f *Forward) deliverConfig() (deliver.Config, error) {
 	target, err := upstreamURL(f.URL)
@@ -109,6 +124,9 @@ func (f *Forward) deliverConfig() (deliver.Config, error) {
 	}
 	for _, d := range f.Backoff {
 		cfg.Schedule = append(cfg.Schedule, time.Duration(d))
+	}
+	if f.OnDead == onDeadSkip {
+		cfg.OnDead = dedupe.Skip
 	}
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -204,6 +222,21 @@ func unmarshalForward(d *caddyfile.Dispenser) (*Forward, error) {
 			if err := checkChoice(d, "jitter", f.Jitter, []string{deliver.JitterProportional, deliver.JitterFull, deliver.JitterNone}); err != nil {
 				return nil, err
 			}
+		case sub == "order":
+			f.Order = new(Source)
+			if !d.AllArgs(&f.Order.From, &f.Order.Name) {
+				return nil, d.Err("order takes: json|header <path|name>")
+			}
+			if err := checkChoice(d, "order source", f.Order.From, []string{"header", "json"}); err != nil {
+				return nil, err
+			}
+		case sub == "on_dead":
+			if !d.AllArgs(&f.OnDead) {
+				return nil, d.ArgErr()
+			}
+			if err := checkChoice(d, "on_dead", f.OnDead, []string{onDeadHold, onDeadSkip}); err != nil {
+				return nil, err
+			}
 		case sub == "only":
 			filter, err := unmarshalFilter(d)
 			if err != nil {
@@ -222,7 +255,7 @@ func unmarshalForward(d *caddyfile.Dispenser) (*Forward, error) {
 				return nil, d.ArgErr()
 			}
 		default:
-			known := slices.Concat(slices.Collect(maps.Keys(ints)), slices.Collect(maps.Keys(durations)), []string{"resign", "rate", "jitter", "backoff", "only"})
+			known := slices.Concat(slices.Collect(maps.Keys(ints)), slices.Collect(maps.Keys(durations)), []string{"resign", "rate", "jitter", "backoff", "only", "order", "on_dead"})
 			slices.Sort(known)
 			return nil, unknownSubdirective(d, "forward", sub, known)
 		}
