@@ -27,8 +27,8 @@ func TestUnmarshalCaddyfileOrder(t *testing.T) {
 		t.Fatalf("parsed %+v", f)
 	}
 	for input, wantErr := range map[string]string{
-		"hookgate {\n forward http://x {\n order json\n}\n}":              "order takes",
-		"hookgate {\n forward http://x {\n order body x\n}\n}":            "order source",
+		"hookgate {\n forward http://x {\n order json\n}\n}":               "order takes",
+		"hookgate {\n forward http://x {\n order body x\n}\n}":             "order source",
 		"hookgate {\n forward http://x {\n order json a\n on_dead x\n}\n}": "on_dead",
 	} {
 		var h Handler
