@@ -115,7 +115,7 @@ func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 	if verb == "status GET" && (len(parts) == 2 || parts[2] == "") {
 		return a.status(w, r, sender)
 	}
-	if verb != "events GET" && verb != "replay POST" {
+	if verb != "events GET" && verb != "replay POST" && verb != "skip POST" {
 		return apiError(http.StatusMethodNotAllowed, fmt.Errorf("%s %s is not supported", r.Method, r.URL.Path))
 	}
 	id, named, err := eventID(r, parts)
@@ -130,6 +130,10 @@ func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 			return eventError(r.Context(), sender, id, err)
 		}
 		return writeJSON(w, viewOf(ev))
+	case verb == "skip POST" && !named:
+		return apiError(http.StatusBadRequest, errors.New("say which dead letter holding its key to skip with ?id=<id>"))
+	case verb == "skip POST":
+		return a.skip(w, r, sender, id)
 	}
 	return a.replay(w, r, sender, id, named)
 }
@@ -157,6 +161,20 @@ func eventID(r *http.Request, parts []string) (id string, named bool, err error)
 	return id, true, nil
 }
 
+// skip releases the key a dead head holds (dedupe.Orderer.Skip): the next event of its key
+// goes on, and the head stays a dead letter, kept for dead_ttl from now.
+func (a *AdminAPI) skip(w http.ResponseWriter, r *http.Request, sender *pooledDeliverer, id string) error {
+	err := sender.queue().Skip(r.Context(), sender.key.queue(), id, time.Now(), sender.config().DeadKeep)
+	switch {
+	case errors.Is(err, dedupe.ErrNotHeld):
+		return apiError(http.StatusConflict, fmt.Errorf("event %q on route %s holds no key: only a dead letter holding its key can be skipped", id, sender.key.name))
+	case err != nil:
+		return eventError(r.Context(), sender, id, err)
+	}
+	sender.Notify()
+	return writeJSON(w, map[string]any{"route": sender.key.name, "skipped": 1})
+}
+
 // routeStatus is an async route's destination's state for operators.
 type routeStatus struct {
 	deliver.Status
@@ -164,6 +182,8 @@ type routeStatus struct {
 	Backlog int `json:"backlog"`
 	// MaxPending is the backlog at which new events are refused with 503.
 	MaxPending int `json:"max_pending"`
+	// HeldKeys is the number of keys held by a dead head, on an ordered destination only.
+	HeldKeys *int `json:"held_keys,omitempty"`
 	rateView
 	// err says why the backlog could not be read; the rest holds.
 	err error
@@ -174,6 +194,10 @@ func statusOf(ctx context.Context, sender *pooledDeliverer) routeStatus {
 	cfg := sender.config()
 	backlog, err := sender.queue().Pending(ctx, sender.key.queue())
 	s := routeStatus{Status: sender.Status(), Backlog: backlog, MaxPending: cfg.MaxPending, err: err}
+	if sender.isOrdered() {
+		held, heldErr := sender.queue().CountHeld(ctx, sender.key.queue())
+		s.HeldKeys, s.err = &held, cmp.Or(s.err, heldErr)
+	}
 	if err == nil { // the drain time is unknown without the backlog
 		s.rateView = rateOf(cfg.Rate, backlog)
 	} else {

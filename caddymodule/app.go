@@ -109,7 +109,7 @@ func (a *App) Start() error {
 	for key, r := range a.routes {
 		r.store.SetMinFree(r.minFree) // this config's, across a reload
 		for _, d := range r.destinations {
-			sender, err := acquireDeliverer(a, deliveryKey{routeKey: key, destination: d.name}, r.store, d.cfg, a.logger)
+			sender, err := acquireDeliverer(a, deliveryKey{routeKey: key, destination: d.name}, r.store, d.cfg, d.forward.Order != nil, a.logger)
 			if err != nil {
 				a.releaseAll()
 				return err

@@ -57,6 +57,7 @@ type queueLedger interface {
 	ListDeliveries(ctx context.Context, ns string, state dedupe.State, after dedupe.Cursor, limit int) ([]*dedupe.Event, error)
 	Pending(ctx context.Context, ns string) (int, error)
 	Replay(ctx context.Context, ns, id string, now time.Time) error
+	dedupe.Orderer
 }
 
 // queue is the route's ledger, read under mu: the admin API's tests put a store that fails or
@@ -70,10 +71,12 @@ func (p *pooledDeliverer) queue() queueLedger {
 type owner struct {
 	app *App
 	cfg deliver.Config
+	// ordered is set when the destination orders its events by a key (Forward.Order).
+	ordered bool
 }
 
 // acquireDeliverer starts the destination's deliverer, or reconfigures the running one, for app.
-func acquireDeliverer(app *App, key deliveryKey, store *ledgerpool.Ledger, cfg deliver.Config, logger *zap.Logger) (*pooledDeliverer, error) {
+func acquireDeliverer(app *App, key deliveryKey, store *ledgerpool.Ledger, cfg deliver.Config, ordered bool, logger *zap.Logger) (*pooledDeliverer, error) {
 	val, loaded, err := deliverers.LoadOrNew(key, func() (caddy.Destructor, error) {
 		logger := logger.With(zap.String("route", key.name))
 		if key.destination != dedupe.DefaultDestination {
@@ -89,7 +92,7 @@ func acquireDeliverer(app *App, key deliveryKey, store *ledgerpool.Ledger, cfg d
 	p := val.(*pooledDeliverer)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.owners = append(p.owners, owner{app: app, cfg: cfg})
+	p.owners = append(p.owners, owner{app: app, cfg: cfg, ordered: ordered})
 	if loaded {
 		p.Configure(cfg)
 	}
@@ -123,6 +126,13 @@ func (p *pooledDeliverer) config() deliver.Config {
 		return deliver.Config{}.WithDefaults()
 	}
 	return p.owners[len(p.owners)-1].cfg
+}
+
+// isOrdered reports whether the destination's settings in force order its events by a key.
+func (p *pooledDeliverer) isOrdered() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.owners) > 0 && p.owners[len(p.owners)-1].ordered
 }
 
 // Destruct stops the deliverer once no running config uses it, and drops its series.

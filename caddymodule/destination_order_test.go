@@ -63,3 +63,45 @@ func TestAnOrderedDestinationDeliversEachKeyInOrder(t *testing.T) {
 	keyless := typedEvent(t, "evt_order_keyless", "invoice.paid", "in_order_keyless", 1)
 	hooktest.ExpectReply(t, "an event without the key", send(t, tester.Client, keyless), http.StatusBadRequest, "order key: header X-Order-Key is missing")
 }
+
+// A dead letter of an ordered destination holds its key (on_dead hold, the default): the later
+// events of its key wait, other keys flow, and status and /metrics count the held key; skipping
+// it from the CLI lets the next go on and keeps it a dead letter.
+func TestADeadHeadHoldsItsKeyUntilSkipped(t *testing.T) {
+	up := hooktest.NewUpstream(t)
+	up.Status.Store(http.StatusBadRequest) // refused for good: each event dies at its first attempt
+	tester := startFanOutGateway(t, fastForward("billing", up.Listener.Addr().String(), "order header X-Order-Key", "max_attempts 1"))
+	send1 := func(id, key string) {
+		ev := typedEvent(t, id, "invoice.paid", "in_"+id, 1)
+		ev.Headers.Set("X-Order-Key", key)
+		hooktest.ExpectReply(t, id, send(t, tester.Client, ev), http.StatusAccepted, "")
+	}
+	send1("evt_hold_1", "k")
+	hooktest.WaitFor(t, "the head dead", 10*time.Second, func() bool {
+		_, body := admin(t, http.MethodGet, "/hookgate/events/fanout?dest=billing&id=evt_hold_1")
+		return strings.Contains(body, `"state":"dead"`)
+	})
+	up.Status.Store(http.StatusOK)
+	send1("evt_hold_2", "k")
+	send1("evt_hold_3", "j")
+	hooktest.WaitFor(t, "the other key's event", 10*time.Second, func() bool { return up.Count("evt_hold_3") == 1 })
+	if status, body := admin(t, http.MethodGet, "/hookgate/status/fanout?dest=billing"); status != http.StatusOK || !strings.Contains(body, `"held_keys":1`) {
+		t.Errorf("status: %d %s, want one held key", status, body)
+	}
+	if got := scrape(t)[`hookgate_order_keys_held{destination="billing",route="fanout"}`]; got != 1 {
+		t.Errorf("hookgate_order_keys_held: %v, want 1", got)
+	}
+	if up.Count("evt_hold_2") != 0 {
+		t.Fatal("the event behind the held head was delivered")
+	}
+	if out, err := runHookgateCLIAt("localhost:2999", "skip", "fanout", "evt_hold_1", "--dest", "billing"); err != nil || !strings.Contains(out, `"skipped": 1`) {
+		t.Fatalf("caddy hookgate skip: %v\n%s", err, out)
+	}
+	hooktest.WaitFor(t, "the event behind it, once skipped", 10*time.Second, func() bool { return up.Count("evt_hold_2") == 1 })
+	if _, body := admin(t, http.MethodGet, "/hookgate/events/fanout?dest=billing&id=evt_hold_1"); !strings.Contains(body, `"state":"dead"`) {
+		t.Errorf("the skipped head: %s, want a dead letter still", body)
+	}
+	if _, err := runHookgateCLIAt("localhost:2999", "skip", "fanout", "evt_hold_1", "--dest", "billing"); err == nil || !strings.Contains(err.Error(), "holds no key") {
+		t.Errorf("skipping it again: %v, want 409 holds no key", err)
+	}
+}

@@ -264,6 +264,9 @@ var (
 	oldestPendingDesc = prometheus.NewDesc("hookgate_queue_oldest_pending_seconds",
 		"Age of the oldest event an async route's destination has not delivered (pending, being attempted or not), since it was accepted; 0 when none is pending.",
 		[]string{"route", "destination"}, nil)
+	keysHeldDesc = prometheus.NewDesc("hookgate_order_keys_held",
+		"Keys of an ordered destination held by a dead letter: their later events wait until it is replayed or skipped.",
+		[]string{"route", "destination"}, nil)
 	diskFreeDesc = prometheus.NewDesc("hookgate_ledger_disk_free_bytes",
 		"Free space of the filesystem of a route's Badger ledger, as last read (at most a few seconds old).",
 		[]string{"route"}, nil)
@@ -281,7 +284,7 @@ type routesCollector struct{ app *App }
 
 // Describe implements prometheus.Collector.
 func (c *routesCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{queueDepthDesc, oldestPendingDesc, upstreamPausedDesc, diskFreeDesc, diskLowDesc, ledgerAvailableDesc} {
+	for _, d := range []*prometheus.Desc{queueDepthDesc, oldestPendingDesc, upstreamPausedDesc, keysHeldDesc, diskFreeDesc, diskLowDesc, ledgerAvailableDesc} {
 		ch <- d
 	}
 }
@@ -329,6 +332,11 @@ func collectDestination(ctx context.Context, ch chan<- prometheus.Metric, store 
 	ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(pending), route, dest, "pending")
 	if age, err := oldestPendingAge(ctx, store, queue, pending); err == nil {
 		ch <- prometheus.MustNewConstMetric(oldestPendingDesc, prometheus.GaugeValue, age.Seconds(), route, dest)
+	}
+	if sender.isOrdered() {
+		if held, err := store.CountHeld(ctx, queue); err == nil {
+			ch <- prometheus.MustNewConstMetric(keysHeldDesc, prometheus.GaugeValue, float64(held), route, dest)
+		}
 	}
 }
 

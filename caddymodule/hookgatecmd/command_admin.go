@@ -73,7 +73,11 @@ func adminCommands() []*cobra.Command {
 		func(args []string) (string, string, error) {
 			return http.MethodGet, "/hookgate/status/" + url.PathEscape(args[0]), nil
 		})
-	return []*cobra.Command{events, show, replay, status}
+	skip := adminCommand("skip <route> <id>", "Releases the key a dead letter of an ordered destination holds: the next event of its key goes on, the dead letter stays", cobra.ExactArgs(2),
+		func(args []string) (string, string, error) {
+			return http.MethodPost, eventPath("skip", args[0], args[1]), nil
+		})
+	return []*cobra.Command{events, show, replay, status, skip}
 }
 
 // eventPath is the admin API's path of route's event id, the ID its last segment: every version

@@ -420,6 +420,46 @@ func (p *Ledger) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, t
 	return l.Accept(ctx, c, ev, ttl)
 }
 
+// orderer is the open store's ordered queues (dedupe.Orderer).
+func (p *Ledger) orderer() (dedupe.Orderer, error) {
+	l, err := p.open()
+	if err != nil {
+		return nil, err
+	}
+	o, ok := l.(dedupe.Orderer)
+	if !ok {
+		return nil, fmt.Errorf("the ledger %s keeps no ordered queues", p.name)
+	}
+	return o, nil
+}
+
+// Skip implements dedupe.Orderer.
+func (p *Ledger) Skip(ctx context.Context, ns, id string, now time.Time, keep time.Duration) error {
+	o, err := p.orderer()
+	if err != nil {
+		return err
+	}
+	return o.Skip(ctx, ns, id, now, keep)
+}
+
+// HeldKeys implements dedupe.Orderer.
+func (p *Ledger) HeldKeys(ctx context.Context, ns, afterKey string, limit int) ([]dedupe.HeldKey, error) {
+	o, err := p.orderer()
+	if err != nil {
+		return nil, err
+	}
+	return o.HeldKeys(ctx, ns, afterKey, limit)
+}
+
+// CountHeld implements dedupe.Orderer.
+func (p *Ledger) CountHeld(ctx context.Context, ns string) (int, error) {
+	o, err := p.orderer()
+	if err != nil {
+		return 0, err
+	}
+	return o.CountHeld(ctx, ns)
+}
+
 // DoneAndQueue implements dedupe.Outbox. Like Done it is not refused below the disk's
 // watermark: the claim it settles was admitted, and the app has taken the event.
 func (p *Ledger) DoneAndQueue(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, ttl time.Duration) error {
