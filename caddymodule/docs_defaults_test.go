@@ -21,6 +21,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/hookgate/hookgate/caddymodule/ledgerpool"
+	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/deliver"
 	"github.com/hookgate/hookgate/verify"
 )
@@ -422,6 +423,14 @@ var defaultCheckers = map[string]defaultChecker{
 	"The forward block/only": func(t *testing.T, row docRow, p provisioned) {
 		says(t, row, "every event")
 		same(t, row, "a destination's filters", 0, len(p.async.Forward.Only))
+	},
+	"The forward block/order": func(t *testing.T, row docRow, p provisioned) {
+		says(t, row, "unordered")
+		same(t, row, "the order source", (*Source)(nil), p.async.Forward.Order)
+	},
+	"The forward block/on_dead": func(t *testing.T, row docRow, p provisioned) {
+		says(t, row, "hold")
+		same(t, row, "the deliverer's on_dead", dedupe.Hold, p.delivery(t).OnDead)
 	},
 	"The forward block/resign": func(t *testing.T, row docRow, p provisioned) {
 		says(t, row, "off")
