@@ -92,7 +92,7 @@ func TestDocumentedAdminPathsAreServed(t *testing.T) {
 		}
 		for _, target := range requests {
 			method := http.MethodGet
-			if strings.HasPrefix(target, "/hookgate/replay/") {
+			if strings.HasPrefix(target, "/hookgate/replay/") || strings.HasPrefix(target, "/hookgate/skip/") {
 				method = http.MethodPost
 			}
 			req, err := http.NewRequest(method, "http://localhost:2999"+target, nil)

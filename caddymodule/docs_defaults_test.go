@@ -429,7 +429,7 @@ var defaultCheckers = map[string]defaultChecker{
 		same(t, row, "the order source", (*Source)(nil), p.async.Forward.Order)
 	},
 	"The forward block/on_dead": func(t *testing.T, row docRow, p provisioned) {
-		says(t, row, "hold")
+		same(t, row, "on_dead", onDeadHold, firstSpan(t, row))
 		same(t, row, "the deliverer's on_dead", dedupe.Hold, p.delivery(t).OnDead)
 	},
 	"The forward block/resign": func(t *testing.T, row docRow, p provisioned) {
