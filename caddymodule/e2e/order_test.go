@@ -1,0 +1,199 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hookgate/hookgate/internal/hooktest"
+)
+
+// orderCaddyfile is a route whose lone forward orders its events by the X-Order-Key header, with
+// quick retries that never run out. storage is the route's storage line ("" for Badger).
+func orderCaddyfile(storage string) string {
+	return "{\n\tadmin {$HOOKGATE_ADMIN}\n}\nhttp://localhost:{$HOOKGATE_PORT} {\n\tbind 127.0.0.1\n\thookgate /hooks/orders* {\n" +
+		"\t\tpreset standard\n\t\tname orders\n\t\tsecret {env.STANDARD_WEBHOOK_SECRET}\n\t\t" + storage + "\n" +
+		"\t\tforward http://127.0.0.1:{$HOOKGATE_FORWARD_PORT} {\n\t\t\torder header X-Order-Key\n\t\t\ttimeout 2s\n" +
+		"\t\t\tbackoff 100ms 300ms 1s\n\t\t\tmax_attempts 1000\n\t\t\tpause_after 1000\n\t\t}\n\t}\n}\n"
+}
+
+// orderedApp answers 503 to a share of the attempts at random, and to every attempt while down,
+// and keeps, per key, the events it took (200) in the order it took them.
+type orderedApp struct {
+	*httptest.Server
+	failShare float64
+	down      atomic.Bool
+	mu        sync.Mutex
+	taken     map[string][]int // key → the event indexes taken, in order
+}
+
+func newOrderedApp(t *testing.T, failShare float64) *orderedApp {
+	a := &orderedApp{failShare: failShare, taken: map[string][]int{}}
+	a.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a.down.Load() || rand.Float64() < a.failShare {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		id := r.Header.Get("Hookgate-Event-Id") // evt_<key>_<index>
+		cut := strings.LastIndexByte(id, '_')
+		n, _ := strconv.Atoi(id[cut+1:])
+		a.mu.Lock()
+		a.taken[r.Header.Get("X-Order-Key")] = append(a.taken[r.Header.Get("X-Order-Key")], n)
+		a.mu.Unlock()
+	}))
+	t.Cleanup(a.Close)
+	return a
+}
+
+// orderLoad sends perKey events of each of keys keys, a key's events one after another (the next
+// once the last is acknowledged), to the gateways in turn from its own, resending to the next on
+// a connection error or a 503.
+type orderLoad struct {
+	acked atomic.Int64
+	done  sync.WaitGroup
+	given atomic.Int64
+}
+
+func startOrderLoad(t *testing.T, urls []string, keys, perKey, senders int) *orderLoad {
+	l := &orderLoad{}
+	client := &http.Client{Timeout: 10 * time.Second}
+	for s := range senders {
+		l.done.Go(func() {
+			for i := range perKey {
+				for k := s; k < keys; k += senders {
+					key := fmt.Sprintf("k%03d", k)
+					ev := hooktest.SignedEvent(t, fmt.Sprintf("evt_%s_%d", key, i), fmt.Sprintf(`{"key":%q,"n":%d}`, key, i), time.Now(), hooktest.Secret)
+					ev.Headers.Set("X-Order-Key", key)
+					node, sent := k%len(urls), false
+					for deadline := time.Now().Add(2 * time.Minute); !sent && time.Now().Before(deadline); node = (node + 1) % len(urls) {
+						got, err := hooktest.TrySendTo(client, urls[node], ev)
+						if sent = err == nil && (got.Status == http.StatusAccepted || got.Status == http.StatusOK); !sent {
+							time.Sleep(50 * time.Millisecond)
+						}
+					}
+					if !sent {
+						l.given.Add(1)
+						return
+					}
+					l.acked.Add(1)
+				}
+			}
+		})
+	}
+	return l
+}
+
+// checkOrder waits for every key's perKey events and fails unless each key's were taken in the
+// order they were acknowledged, a repeat allowed only of the event taken last.
+func (a *orderedApp) checkOrder(t *testing.T, keys, perKey int) {
+	t.Helper()
+	hooktest.WaitFor(t, "every acknowledged event taken", 5*time.Minute, func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		for k := range keys {
+			got := a.taken[fmt.Sprintf("k%03d", k)]
+			if len(got) == 0 || got[len(got)-1] != perKey-1 {
+				return false
+			}
+		}
+		return true
+	})
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	repeats := 0
+	for k := range keys {
+		key := fmt.Sprintf("k%03d", k)
+		next := 0
+		for _, n := range a.taken[key] {
+			switch {
+			case n == next:
+				next++
+			case n == next-1:
+				repeats++
+			default:
+				t.Fatalf("key %s: event %d taken after %d; taken so far %v", key, n, next-1, a.taken[key])
+			}
+		}
+		if next != perKey {
+			t.Fatalf("key %s: %d of %d events taken", key, next, perKey)
+		}
+	}
+	t.Logf("%d keys × %d events taken in order; %d repeats of the event taken last", keys, perKey, repeats)
+}
+
+func orderGateway(t *testing.T, app *orderedApp, storage string) *binaryGateway {
+	config := filepath.Join(t.TempDir(), "order.Caddyfile")
+	if err := os.WriteFile(config, []byte(orderCaddyfile(storage)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := newBinaryGateway(t, config)
+	port := app.Listener.Addr().String()[strings.LastIndexByte(app.Listener.Addr().String(), ':')+1:]
+	g.env = append(g.env, "STANDARD_WEBHOOK_SECRET="+hooktest.Secret, "HOOKGATE_FORWARD_PORT="+port)
+	return g
+}
+
+const (
+	orderKeys, orderPerKey, orderSenders = 500, 40, 50
+	orderDown                            = 30 * time.Second
+)
+
+// TestOrderedTwoNodesOnRedisKeepEachKeysOrderThroughAKill: 20,000 events over 500 keys sent to two
+// nodes on one Redis, the app failing 30 % of attempts at random and down for 30 s mid-run,
+// one node killed -9 mid-run: every key's events are taken in acknowledgement order.
+func TestOrderedTwoNodesOnRedisKeepEachKeysOrderThroughAKill(t *testing.T) {
+	t.Parallel()
+	redis := durableRedis(t)
+	app := newOrderedApp(t, 0.3)
+	storage := fmt.Sprintf("storage redis redis://%s {\n\t\t\tprefix hgorder\n\t\t\tread_timeout 4s\n\t\t}", redis.Addr)
+	a, b := orderGateway(t, app, storage), orderGateway(t, app, storage)
+	a.start(t)
+	b.start(t)
+	load := startOrderLoad(t, []string{
+		fmt.Sprintf("http://localhost:%d/hooks/orders", a.port), fmt.Sprintf("http://localhost:%d/hooks/orders", b.port),
+	}, orderKeys, orderPerKey, orderSenders)
+	hooktest.WaitFor(t, "a third acknowledged", 2*time.Minute, func() bool { return load.acked.Load() >= orderKeys*orderPerKey/3 })
+	app.down.Store(true)
+	time.Sleep(orderDown / 2)
+	a.kill()
+	time.Sleep(orderDown / 2)
+	app.down.Store(false)
+	load.done.Wait()
+	if n := load.given.Load(); n > 0 {
+		t.Fatalf("%d senders gave up", n)
+	}
+	app.checkOrder(t, orderKeys, orderPerKey)
+}
+
+// TestOrderedBadgerKeepsEachKeysOrderThroughARestart: the same on Badger, the node killed -9
+// and started again on its ledger.
+func TestOrderedBadgerKeepsEachKeysOrderThroughARestart(t *testing.T) {
+	t.Parallel()
+	app := newOrderedApp(t, 0.3)
+	g := orderGateway(t, app, "")
+	g.start(t)
+	load := startOrderLoad(t, []string{fmt.Sprintf("http://localhost:%d/hooks/orders", g.port)}, orderKeys, orderPerKey, orderSenders)
+	hooktest.WaitFor(t, "a third acknowledged", 2*time.Minute, func() bool { return load.acked.Load() >= orderKeys*orderPerKey/3 })
+	app.down.Store(true)
+	time.Sleep(orderDown / 2)
+	g.kill()
+	time.Sleep(200 * time.Millisecond)
+	g.start(t)
+	time.Sleep(orderDown / 2)
+	app.down.Store(false)
+	load.done.Wait()
+	if n := load.given.Load(); n > 0 {
+		t.Fatalf("%d senders gave up", n)
+	}
+	app.checkOrder(t, orderKeys, orderPerKey)
+}
