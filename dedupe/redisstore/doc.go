@@ -72,11 +72,12 @@
 // sequence number. Waiting events are Pending: they count in the backlog and its bound.
 //
 // Each operation is one round trip: Claim, Done, Release, Accept, DoneAndQueue, Lease, Update,
-// Replay, List, Skip and HeldKeys are a Lua script each (lua/), run as EVALSHA (EVAL once when the server lacks
-// it); Get is an HGETALL (and an HMGET of T p:<id> for a Pending or Dead delivery of an event of
-// several destinations), DeliveredVersion a GET, Pending and CountHeld a ZCARD. Times the contract gives (now,
-// due times, leases) are compared as given; Redis's own clock only expires keys (PX, PEXPIRE)
-// where the contract speaks of real time: claims, dedupe windows, versions, keep.
+// Replay, List, Skip and HeldKeys are a Lua script each (lua/), run as EVALSHA (EVAL once when
+// the server lacks it); Get is an HGETALL (and an HMGET of T p:<id> for a Pending or Dead
+// delivery of an event of several destinations), DeliveredVersion a GET, Pending and CountHeld a
+// ZCARD. Times the contract gives (now, due times, leases) are compared as given; Redis's own
+// clock only expires keys (PX, PEXPIRE) where the contract speaks of real time: claims, dedupe
+// windows, versions, keep.
 //
 // Resharding a Cluster moves a namespace's slot key by key. Each script declares the keys it
 // knows before it runs, the tag T (or the queue prefix Q) first, which is never a key, so Redis
