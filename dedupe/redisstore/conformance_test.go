@@ -13,7 +13,8 @@ import (
 // prefix, and OpenNodes gives n stores over n clients sharing it.
 func backend(newClient func() redis.UniversalClient) ledgertest.Backend {
 	return ledgertest.Backend{
-		Open: func(t *testing.T) ledgertest.Store { return New(newClient(), newPrefix()) },
+		Ordered: true,
+		Open:    func(t *testing.T) ledgertest.Store { return New(newClient(), newPrefix()) },
 		OpenNodes: func(t *testing.T, n int) []ledgertest.Store {
 			prefix := newPrefix()
 			nodes := make([]ledgertest.Store, n)

@@ -20,14 +20,18 @@
 //	T p:<id>           hash: the header and body of an event queued for several destinations, stored once (event.go); for
 //	                   good while one of its deliveries is Pending, PX: the latest expiry of its Dead ones once none is, gone
 //	                   once all are Delivered or Superseded (lua/common.lua, settleBody); field "d" names its destinations
+//	T n                the route's sequence (INCR), taken by an event queued in an ordered queue (order.go); absent until one is
 //
 // Each queue's keys (the default destination's: Q = T):
 //
 //	Q e:<id>           hash: an event's delivery to the queue's destination, its state and its request (method, URI, scheme,
 //	                   entity, version, accept time, body size): with the header and body too for an event queued for this
-//	                   destination alone, so exactly as before routes had several; PX keep once final
+//	                   destination alone, so exactly as before routes had several; PX keep once final, but for a Dead
+//	                   head that holds its key; in an ordered queue its order key "ok" and sequence "sq" too, no due
+//	                   time "nxt" while it waits behind its key's head, and "hd" (ns) while it holds its key
 //	Q q                zset: Pending events due for Lease, by due time (µs)
-//	Q s:<state>        zset: each state's events for List, all scored 0, member <16 hex accept ns><id>; a final state's PX: its last event's keep
+//	Q s:<state>        zset: each state's events for List, all scored 0, member <16 hex accept ns><id>; a final state's PX: its last event's
+//	                   keep, none for s:dead while a key is held (its held head is not in x, and never expires)
 //	Q x                zset: final events' listing members by expiry (ms), trimmed by Update and List; PX as s:<final>
 //	Q w:<entity>       the entity's newest version delivered to this destination, expiring with the accepted one (T v:)
 //	Q o:<entity>       set: the entity's holders, its events one Lease handed out and not yet updated
@@ -36,6 +40,9 @@
 //	Q g:<token>        string: how many gone events' queue entries the Lease run of that token dropped, for its retry (PX 60 s)
 //	Q r                string: the time of the queue's last delivery start reserved (µs, Redis's clock; PX: one interval past it), for TakeStart
 //	Q z                string: where Lease's walk of the Pending listing for members of gone events goes on (lease.lua); only while one is owed
+//	Q k:<key>          zset: an ordered queue's FIFO of order key <key>, event ID by sequence: its Pending events and a Dead head
+//	                   that holds the key; the first is the head, the only one in Q q (order.go)
+//	Q H                zset: the keys held by their dead head, all scored 0 (paged by key); the head's field "hd" says since when
 //
 // An event is accepted once for the route (T i:, T h:, T v:) and queued in every destination's
 // queue in the same script, which checks every destination's bound (the size of its Q
@@ -54,12 +61,23 @@
 // still has its own shared there: each of its deliveries then holds a copy, as the delivery of
 // an event of one destination does, and the earlier event's deliveries are untouched.
 //
+// Ordered queues (dedupe.Orderer, a destination's OrderKey): an event queued in one takes the
+// route's next sequence number (T n), the same in each of its queues, and joins its key's FIFO
+// (Q k:<key>); only the FIFO's first, the head, is in the due queue, so Lease, which knows
+// nothing of order, hands out only heads. The Update that ends a head (Delivered, Superseded, or
+// Dead with OnDead Skip) takes it out and makes the next one the head, due then, in the same
+// script; a Dead head under OnDead Hold stays, holding its key (Q H), without expiry, until
+// Replay makes it Pending again (still first) or Skip releases the key (then it expires after
+// keep). A dead letter replayed after it left its key joins it again at the tail, under a new
+// sequence number. Waiting events are Pending: they count in the backlog and its bound.
+//
 // Each operation is one round trip: Claim, Done, Release, Accept, DoneAndQueue, Lease, Update,
-// Replay and List are a Lua script each (lua/), run as EVALSHA (EVAL once when the server lacks
-// it); Get is an HGETALL (and an HMGET of T p:<id> for a Pending or Dead delivery of an event of
-// several destinations), DeliveredVersion a GET, Pending a ZCARD. Times the contract gives (now,
-// due times, leases) are compared as given; Redis's own clock only expires keys (PX, PEXPIRE)
-// where the contract speaks of real time: claims, dedupe windows, versions, keep.
+// Replay, List, Skip and HeldKeys are a Lua script each (lua/), run as EVALSHA (EVAL once when
+// the server lacks it); Get is an HGETALL (and an HMGET of T p:<id> for a Pending or Dead
+// delivery of an event of several destinations), DeliveredVersion a GET, Pending and CountHeld a
+// ZCARD. Times the contract gives (now, due times, leases) are compared as given; Redis's own
+// clock only expires keys (PX, PEXPIRE) where the contract speaks of real time: claims, dedupe
+// windows, versions, keep.
 //
 // Resharding a Cluster moves a namespace's slot key by key. Each script declares the keys it
 // knows before it runs, the tag T (or the queue prefix Q) first, which is never a key, so Redis

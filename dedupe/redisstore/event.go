@@ -39,16 +39,24 @@ const (
 	// which holds fieldHeader, fieldBody and fieldDestinations.
 	fieldShared       = "p"
 	fieldDestinations = "d" // the shared hash's: the names of the event's destinations, space-separated
+	// An event queued in an ordered queue (dedupe.Destination.OrderKey) has its key there, its
+	// sequence number, and while it is a dead head holding its key, since when (ns); none of
+	// them otherwise.
+	fieldOrderKey = "ok"
+	fieldSeq      = "sq"
+	fieldHolds    = "hd"
 	// The lease script keeps "ln" too: the token of the Lease call that leased it last; the
 	// replay script "rp": the token of the Replay call that replayed it last; the accept
 	// script "ac" until a final state: the token of the Accept call that stored it (in the
-	// shared hash, while it lasts, for an event of several destinations).
+	// shared hash, while it lasts, for an event of several destinations); the skip script
+	// "sk": the token of the Skip call that released its key.
 )
 
 // listFields are the fields List returns: all but the header and body.
 var listFields = []string{
 	fieldState, fieldAttempts, fieldLastStatus, fieldLastError, fieldAccepted, fieldUpdated, fieldNext,
 	fieldToken, fieldEntity, fieldVersion, fieldMethod, fieldURI, fieldScheme, fieldBodyBytes,
+	fieldOrderKey, fieldSeq, fieldHolds,
 }
 
 // acceptFields are the field/value pairs Accept writes for ev, Pending and due at next, in the
@@ -98,6 +106,7 @@ func decodeEvent(namespace, id string, f map[string]string) (*dedupe.Event, erro
 	ev := &dedupe.Event{
 		Namespace: namespace, ID: id, Entity: f[fieldEntity], Method: f[fieldMethod], URI: f[fieldURI],
 		Scheme: f[fieldScheme], State: dedupe.State(f[fieldState]), LastError: f[fieldLastError],
+		OrderKey: f[fieldOrderKey], Holds: f[fieldHolds] != "",
 	}
 	var err error
 	ints := []struct {
@@ -117,6 +126,11 @@ func decodeEvent(namespace, id string, f map[string]string) (*dedupe.Event, erro
 		return nil, fmt.Errorf("event %q: lease token: %w", id, err)
 	}
 	ev.LeaseToken = uint64(tok)
+	seq, err := parseInt(f[fieldSeq])
+	if err != nil {
+		return nil, fmt.Errorf("event %q: sequence: %w", id, err)
+	}
+	ev.Seq = uint64(seq)
 	times := []struct {
 		field string
 		to    *time.Time

@@ -82,6 +82,11 @@ func (s *Store) queueCall(c dedupe.Claim, ev *dedupe.Event, dedupeTTL time.Durat
 	if err != nil {
 		return nil, nil, err
 	}
+	for _, d := range destinations {
+		if len(d.OrderKey) > dedupe.MaxOrderKey {
+			return nil, nil, fmt.Errorf("destination %q: order key of %d bytes, at most %d", d.Name, len(d.OrderKey), dedupe.MaxOrderKey)
+		}
+	}
 	t, err := s.tag(c.Namespace)
 	if err != nil {
 		return nil, nil, err
@@ -106,17 +111,25 @@ func acceptCall(t string, c dedupe.Claim, destinations []dedupe.Destination, ev 
 	// The shared body's key is declared even for one destination: Accept reads it, to find an
 	// earlier event of the ID whose other destinations still hold it.
 	keys = append(claimKeys(t, c), t+"p:"+ev.ID)
+	ordered := false
 	for _, d := range destinations {
 		qp := queuePrefix(d.Name)
-		args = append(args, qp, strconv.Itoa(max(d.MaxPending, 0)))
+		args = append(args, qp, strconv.Itoa(max(d.MaxPending, 0)), d.OrderKey)
 		q := t + qp
 		keys = append(keys, q+"e:"+ev.ID, q+"q", q+"x")
+		if d.OrderKey != "" {
+			keys = append(keys, q+"k:"+d.OrderKey)
+			ordered = true
+		}
 		if c.Entity != "" {
 			keys = append(keys, q+"w:"+c.Entity)
 		}
 		for _, state := range []dedupe.State{dedupe.Pending, dedupe.Delivered, dedupe.Dead, dedupe.Superseded} {
 			keys = append(keys, q+"s:"+string(state))
 		}
+	}
+	if ordered {
+		keys = append(keys, t+"n") // the route's sequence
 	}
 	if len(destinations) == 1 {
 		fields := acceptFields(ev, accepted, next, updated)
@@ -165,7 +178,14 @@ func (s *Store) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration
 	if next.IsZero() {
 		next = now
 	}
-	args := []any{ev.ID, string(ev.State), strconv.FormatUint(ev.LeaseToken, 10), millis(keep), micros(next),
+	if ev.State != dedupe.Pending {
+		next = now // when the next event of an ordered event's key is due
+	}
+	hold := "0"
+	if ev.State == dedupe.Dead && ev.OnDead == dedupe.Hold {
+		hold = "1"
+	}
+	args := []any{ev.ID, string(ev.State), strconv.FormatUint(ev.LeaseToken, 10), millis(keep), micros(next), hold,
 		fieldState, string(ev.State), fieldAttempts, strconv.Itoa(ev.Attempts), fieldLastStatus, strconv.Itoa(ev.LastStatus),
 		fieldLastError, ev.LastError, fieldUpdated, nanos(updated)}
 	if ev.State == dedupe.Pending {
@@ -175,6 +195,9 @@ func (s *Store) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration
 		"s:"+string(dedupe.Dead), "s:"+string(dedupe.Superseded)), t+"p:"+ev.ID)
 	if ev.Entity != "" {
 		keys = append(keys, q+"o:"+ev.Entity, q+"b:"+ev.Entity, q+"L", t+"v:"+ev.Entity, q+"w:"+ev.Entity)
+	}
+	if ev.OrderKey != "" {
+		keys = append(keys, q+"k:"+ev.OrderKey, q+"H")
 	}
 	res, err := updateScript.Run(ctx, s.perRequest, keys, args...).StringSlice()
 	if err != nil {
@@ -207,7 +230,7 @@ func (s *Store) Replay(ctx context.Context, namespace, id string, now time.Time)
 	if id == "" {
 		return errors.New("redisstore: replay: empty event ID")
 	}
-	keys := append(scriptKeys(q, "e:"+id, "q", "x", "s:"+string(dedupe.Pending), "s:"+string(dedupe.Dead)), t+"p:"+id)
+	keys := append(scriptKeys(q, "e:"+id, "q", "x", "s:"+string(dedupe.Pending), "s:"+string(dedupe.Dead), "H"), t+"p:"+id, t+"n")
 	res, err := replayScript.Run(ctx, s.client, keys, id, nanos(now), micros(now), rand.Text()).StringSlice()
 	if err != nil {
 		return fmt.Errorf("redisstore: replay: %w", err)

@@ -20,6 +20,8 @@ var (
 	replayScript       = script("replay.lua")
 	listScript         = script("list.lua")
 	startScript        = script("start.lua")
+	skipScript         = script("skip.lua")
+	heldScript         = script("held.lua")
 )
 
 //go:embed lua/*.lua

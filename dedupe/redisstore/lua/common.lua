@@ -130,29 +130,31 @@ end
 -- (acceptCall in outbox.go). ARGV: 1 event ID, 2 dedupe ttl ms, 3 claim's entity ('' for none),
 -- 4 its version, 5 version ttl ms (0: for good), 6 due µs, 7 list member, 8 this call's token,
 -- 9 number k of dedupe key suffixes, 10..9+k the suffixes, then the number n of destinations and
--- n pairs: the destination's queue prefix after T ('' for the default destination: the route's
--- own keys) and its max pending (0: no bound); then the number f of field/value arguments of each
+-- n triples: the destination's queue prefix after T ('' for the default destination: the route's
+-- own keys), its max pending (0: no bound) and the event's order key there ('' for none); then the number f of field/value arguments of each
 -- delivery hash, those f; then (n > 1) the shared hash's field/value pairs ('d', the names of the
 -- n destinations, then 'hdr' and 'body': sharedFields in event.go). With one destination the
 -- delivery hash's fields hold the header and body; with several they do not.
 -- queueArgs reads them: the dedupe keys (ids), and for each destination i its queue prefix
--- (queues[i]), name (names[i]), bound (bounds[i]) and delivery hash (hashes[i]).
+-- (queues[i]), name (names[i]), bound (bounds[i]), order key (keys[i]) and delivery hash
+-- (hashes[i]).
 local function queueArgs()
   local a = {id = ARGV[1], ttl = ARGV[2], entity = ARGV[3], version = ARGV[4], vttl = ARGV[5],
-    due = ARGV[6], member = ARGV[7], mine = ARGV[8], ids = {}, queues = {}, names = {}, bounds = {}, hashes = {}}
+    due = ARGV[6], member = ARGV[7], mine = ARGV[8], ids = {}, queues = {}, names = {}, bounds = {}, keys = {}, hashes = {}}
   local k = tonumber(ARGV[9])
   for i = 1, k do a.ids[i] = T .. ARGV[9 + i] end
   local at = 10 + k
   local n = tonumber(ARGV[at])
   for i = 1, n do
-    local qp = ARGV[at + 2 * i - 1]
+    local qp = ARGV[at + 3 * i - 2]
     a.queues[i] = T .. qp
     a.names[i] = 'default'
     if qp ~= '' then a.names[i] = string.sub(qp, 2, -2) end -- '@' .. name .. ':'
-    a.bounds[i] = tonumber(ARGV[at + 2 * i])
+    a.bounds[i] = tonumber(ARGV[at + 3 * i - 1])
+    a.keys[i] = ARGV[at + 3 * i]
     a.hashes[i] = a.queues[i] .. 'e:' .. a.id
   end
-  at = at + 2 * n + 1
+  at = at + 3 * n + 1
   local f = tonumber(ARGV[at])
   a.fields = {unpack(ARGV, at + 1, at + f)}
   if n > 1 then a.shared = {unpack(ARGV, at + f + 1)} end
@@ -168,15 +170,39 @@ end
 -- newer than the entity's accepted one: it is written, for the version ttl, and the delivered
 -- versions of every queue of a.queues expire with it. The dedupe keys are marked done (which
 -- ends a claim: same key). A fresh queue's listing and due queue get the event.
--- The hash with the body is the first write, else the version or a dedupe key: at maxmemory
--- (noeviction) Redis refuses a script's first write that may grow memory (the caller answers
--- 503), and would let any later one through; so a refused script has written nothing.
+-- An ordered queue (its order key a.keys[i] set) gets the event in its key's FIFO (Q k:<key>,
+-- by sequence), and its delivery hash the key ('ok') and the sequence ('sq'): the route's next
+-- (T n), taken once for the event, the same in each of its ordered queues. Only the key's head
+-- is in the due queue: the event is due (as any other) if its key has no other event, else it
+-- waits, with no due time ('nxt') and no entry in Q q, until the outcome that ends the one before
+-- it promotes it (leaveKey). An event queued in no ordered queue writes nothing of this.
+-- The first write is the sequence's or the hash with the body, else the version or a dedupe
+-- key: at maxmemory (noeviction) Redis refuses a script's first write that may grow memory (the
+-- caller answers 503), and would let any later one through; so a refused script has written
+-- nothing.
 local function queueEvent(a, fresh, fields, shared, advance)
+  local seq, heads = nil, {}
+  for _, i in ipairs(fresh) do
+    if a.keys[i] ~= '' then
+      heads[i] = redis.call('EXISTS', a.queues[i] .. 'k:' .. a.keys[i]) == 0
+      if not seq then seq = string.format('%d', redis.call('INCR', T .. 'n')) end
+    end
+  end
+  -- fieldsOf are the delivery hash fields of queue i.
+  local function fieldsOf(i)
+    if a.keys[i] == '' then return fields end
+    local f = {}
+    for j = 1, #fields, 2 do
+      if heads[i] or fields[j] ~= 'nxt' then f[#f + 1], f[#f + 2] = fields[j], fields[j + 1] end
+    end
+    f[#f + 1], f[#f + 2], f[#f + 3], f[#f + 4] = 'ok', a.keys[i], 'sq', seq
+    return f
+  end
   if #fresh > 0 and shared then
     redis.call('HSET', T .. 'p:' .. a.id, 'ac', a.mine, unpack(shared))
-    for _, i in ipairs(fresh) do redis.call('HSET', a.hashes[i], 'p', '1', unpack(fields)) end
+    for _, i in ipairs(fresh) do redis.call('HSET', a.hashes[i], 'p', '1', unpack(fieldsOf(i))) end
   else
-    for _, i in ipairs(fresh) do redis.call('HSET', a.hashes[i], 'ac', a.mine, unpack(fields)) end
+    for _, i in ipairs(fresh) do redis.call('HSET', a.hashes[i], 'ac', a.mine, unpack(fieldsOf(i))) end
   end
   if advance then
     setversion(T .. 'v:' .. a.entity, a.version, a.vttl)
@@ -195,7 +221,89 @@ local function queueEvent(a, fresh, fields, shared, advance)
       redis.call('ZREM', q .. 'x', member)
       for _, s in ipairs(FINAL) do redis.call('ZREM', q .. 's:' .. s, member) end
     end
-    redis.call('ZADD', q .. 'q', a.due, a.id)
+    if a.keys[i] ~= '' then redis.call('ZADD', q .. 'k:' .. a.keys[i], seq, a.id) end
+    if a.keys[i] == '' or heads[i] then redis.call('ZADD', q .. 'q', a.due, a.id) end
     redis.call('ZADD', q .. 's:pending', 0, member)
+  end
+end
+
+-- Ordered queues. Q k:<key> is the key's FIFO: its events, Pending or a Dead head that holds the
+-- key, by sequence; its first is the head, the only one in the due queue (or Dead and holding
+-- it). Q H lists the held keys (all scored 0, so they page by key); a held head keeps the time it
+-- began to hold (ns) in its field 'hd'.
+
+-- promote makes the first event of key's FIFO in queue Q, the head, due at nowUs (µs, base 10).
+-- A member whose delivery hash is gone (Redis evicted or lost it) holds nothing: it is dropped.
+local function promote(key, nowUs)
+  local k = Q .. 'k:' .. key
+  for _ = 1, 64 do
+    local first = redis.call('ZRANGE', k, 0, 0)[1]
+    if not first then return end
+    local h = Q .. 'e:' .. first
+    local st = redis.call('HGET', h, 'st')
+    if st == 'pending' then
+      redis.call('HSET', h, 'nxt', nowUs .. '000')
+      redis.call('ZADD', Q .. 'q', nowUs, first)
+      return
+    end
+    if st == 'dead' and redis.call('HEXISTS', h, 'hd') == 1 then return end
+    redis.call('ZREM', k, first)
+  end
+end
+
+-- isHead says event id is the head of key's FIFO in queue Q.
+local function isHead(key, id)
+  return redis.call('ZRANGE', Q .. 'k:' .. key, 0, 0)[1] == id
+end
+
+-- leaveKey takes event id out of key's FIFO in queue Q; if it was the head, the next event of
+-- the key becomes the head, due at nowUs.
+local function leaveKey(key, id, nowUs)
+  local head = isHead(key, id)
+  redis.call('ZREM', Q .. 'k:' .. key, id)
+  if head then promote(key, nowUs) end
+end
+
+-- A held head never expires, nor does its member of the Dead listing: Q s:dead has no TTL while
+-- a key is held (keepHeldListed), and once none is, it gets the TTL of Q x again, which is never
+-- shorter than a listing's should be (update.lua).
+local function keepHeldListed()
+  if redis.call('EXISTS', Q .. 'H') == 1 then redis.call('PERSIST', Q .. 's:dead') end
+end
+
+-- unhold ends the hold of the dead head whose delivery hash is h on key.
+local function unhold(h, key)
+  redis.call('HDEL', h, 'hd')
+  redis.call('ZREM', Q .. 'H', key)
+  if redis.call('EXISTS', Q .. 'H') == 0 and redis.call('PTTL', Q .. 's:dead') == -1 then
+    local ttl = redis.call('PTTL', Q .. 'x')
+    if ttl > 0 then redis.call('PEXPIRE', Q .. 's:dead', ttl) end
+  end
+end
+
+-- listFinal lists member, of an event just made final in state, in the state's listing and in x,
+-- by its expiry keep ms from now (Redis's clock), and trims from the listings the members x says
+-- expired. The listing and x expire with the last of their events (no sooner than keep from now,
+-- at most a slack later), so a namespace gone quiet leaves nothing behind. The slack spares most
+-- Updates the writes. x outlives every listing, so a final listing's members are all in x (see
+-- queueEvent): x is looked at only when a listing is extended, since x is never shorter than any
+-- listing (a listing with members has them in x too, and x got a TTL no shorter than the
+-- listing's when the listing got its own). A held head's member is in the Dead listing only.
+local function listFinal(state, member, keep)
+  redis.call('ZADD', Q .. 's:' .. state, 0, member)
+  local t = redis.call('TIME')
+  local nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('ZADD', Q .. 'x', nowMs + tonumber(keep), member)
+  local ms = tonumber(keep)
+  local slack = math.min(math.floor(ms / 8), 60000)
+  if redis.call('PTTL', Q .. 's:' .. state) < ms then
+    redis.call('PEXPIRE', Q .. 's:' .. state, ms + slack)
+    if redis.call('PTTL', Q .. 'x') < ms + slack then redis.call('PEXPIRE', Q .. 'x', ms + 2 * slack) end
+    if state == 'dead' then keepHeldListed() end
+  end
+  local expired = redis.call('ZRANGEBYSCORE', Q .. 'x', '-inf', nowMs, 'LIMIT', 0, 64)
+  if #expired > 0 then
+    redis.call('ZREM', Q .. 'x', unpack(expired))
+    for _, s in ipairs(FINAL) do redis.call('ZREM', Q .. 's:' .. s, unpack(expired)) end
   end
 end
