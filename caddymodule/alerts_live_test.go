@@ -27,7 +27,7 @@ var (
 	labelMatcher   = regexp.MustCompile(`(\w+)\s*(=~|!~|!=|=)\s*"([^"]*)"`)
 )
 
-// TestAlertsAndDashboardUseOnlyLiveMetrics runs webhooks through a sync and an async route on
+// TestAlertsAndDashboardUseOnlyLiveMetrics runs webhooks through a sync and an (ordered) async route on
 // a Badger ledger (accepted, forged, delivered, dead-lettered), scrapes Caddy's /metrics, and
 // checks that every metric a rule or a panel names is there, and every label value it matches
 // with = is one of that metric's series': a rule or a panel on a name or a value hookgate
@@ -57,7 +57,7 @@ func TestAlertsAndDashboardUseOnlyLiveMetrics(t *testing.T) {
 	}
 	reverse_proxy %[3]s
 }
-`, storageDir, asyncRoute(upstream), upstream), "caddyfile")
+`, storageDir, asyncRoute(upstream, "order json data.object.id"), upstream), "caddyfile")
 	syncURL, asyncURL := "http://localhost:9080/hooks/alertsync", "http://localhost:9080/hooks/alertasync"
 	sendTo := func(url string, ev *hooktest.Event) hooktest.Reply {
 		got, err := hooktest.TrySendTo(tester.Client, url, ev)
