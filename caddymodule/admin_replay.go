@@ -121,10 +121,18 @@ func replayIfRoom(ctx context.Context, sender *pooledDeliverer, id string, bound
 	if err != nil {
 		return false, &backlogError{err}
 	}
-	if backlog >= bound {
+	if backlog >= bound && !holdsItsKey(ctx, sender, id) {
 		return true, nil
 	}
 	return false, sender.queue().Replay(ctx, sender.key.queue(), id, time.Now())
+}
+
+// holdsItsKey reports whether id is a dead letter holding its key in an ordered queue: its replay
+// is let through at max_pending, since the backlog may be the key's own events waiting behind it,
+// which only its replay (or a skip) lets go.
+func holdsItsKey(ctx context.Context, sender *pooledDeliverer, id string) bool {
+	ev, err := sender.queue().Get(ctx, sender.key.queue(), id)
+	return err == nil && ev.Holds
 }
 
 // backlogError is a failure to read a route's backlog.

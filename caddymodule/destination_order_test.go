@@ -105,3 +105,31 @@ func TestADeadHeadHoldsItsKeyUntilSkipped(t *testing.T) {
 		t.Errorf("skipping it again: %v, want 409 holds no key", err)
 	}
 }
+
+// A held dead letter whose key's waiting events fill max_pending can still be replayed: its replay
+// is what lets them go.
+func TestAHeldHeadIsReplayedAtMaxPending(t *testing.T) {
+	up := hooktest.NewUpstream(t)
+	up.Status.Store(http.StatusBadRequest)
+	tester := startFanOutGateway(t, fastForward("billing", up.Listener.Addr().String(), "order header X-Order-Key", "max_attempts 1", "max_pending 2"))
+	send1 := func(id string, want int) {
+		ev := typedEvent(t, id, "invoice.paid", "in_"+id, 1)
+		ev.Headers.Set("X-Order-Key", "k")
+		hooktest.ExpectReply(t, id, send(t, tester.Client, ev), want, "")
+	}
+	send1("evt_full_1", http.StatusAccepted)
+	hooktest.WaitFor(t, "the head dead", 10*time.Second, func() bool {
+		_, body := admin(t, http.MethodGet, "/hookgate/events/fanout?dest=billing&id=evt_full_1")
+		return strings.Contains(body, `"state":"dead"`)
+	})
+	up.Status.Store(http.StatusOK)
+	send1("evt_full_2", http.StatusAccepted)
+	send1("evt_full_3", http.StatusAccepted)
+	send1("evt_full_4", http.StatusServiceUnavailable) // the key's waiting events fill max_pending
+	if status, body := admin(t, http.MethodPost, "/hookgate/replay/fanout?dest=billing&id=evt_full_1"); status != http.StatusOK {
+		t.Fatalf("replaying the held head at max_pending: %d %s", status, body)
+	}
+	hooktest.WaitFor(t, "the key drained in order", 10*time.Second, func() bool {
+		return up.Count("evt_full_1") == 2 && up.Count("evt_full_2") == 1 && up.Count("evt_full_3") == 1
+	})
+}
