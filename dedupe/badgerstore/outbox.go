@@ -216,6 +216,9 @@ func (b *Store) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration
 		if rec.UpdatedAt.IsZero() {
 			rec.UpdatedAt = now
 		}
+		if old.waiting() { // never a head: it stays behind its key's head, or leaves its key alone
+			return b.updateWaiting(txn, ok, old, rec, now, keep)
+		}
 		if ev.State == dedupe.Pending {
 			rec.NextAttempt = ev.NextAttempt
 			if rec.NextAttempt.IsZero() {

@@ -71,6 +71,13 @@ func (b *Store) DoneAndQueue(ctx context.Context, c dedupe.Claim, ev *dedupe.Eve
 		if err := txn.Set(queues[0].payload, shared.encode()); err != nil {
 			return err
 		}
+		orderKeys, ordered := destinationOrderKeys(c)
+		var seq uint64
+		if ordered {
+			if seq, err = nextSequence(txn, c.Namespace); err != nil {
+				return err
+			}
+		}
 		for _, k := range fresh {
 			old, _, err := getRecord(txn, k.record, now)
 			if err != nil {
@@ -78,6 +85,11 @@ func (b *Store) DoneAndQueue(ctx context.Context, c dedupe.Claim, ev *dedupe.Eve
 			}
 			b.leases.drop(k.ns, k.id)
 			rec := outboxRecord{State: dedupe.Pending, AcceptedAt: acceptedAt, NextAttempt: due, UpdatedAt: updatedAt}
+			if key := orderKeys[slices.IndexFunc(queues, func(q outboxKeys) bool { return q.ns == k.ns })]; key != "" {
+				if err := joinKey(txn, k, &rec, key, seq); err != nil {
+					return err
+				}
+			}
 			if err := b.store(txn, k, old, &rec, time.Time{}); err != nil {
 				return err
 			}

@@ -180,6 +180,31 @@ func (b *Store) replayInOrder(txn *badger.Txn, k outboxKeys, rec *outboxRecord) 
 	return joinKey(txn, k, rec, rec.OrderKey, seq)
 }
 
+// updateWaiting stores rec, the outcome of old, an event waiting behind its key's head: Pending,
+// it goes on waiting; final, it leaves its key without promoting anything (the head is still out)
+// and holds nothing.
+func (b *Store) updateWaiting(txn *badger.Txn, k outboxKeys, old, rec *outboxRecord, now time.Time, keep time.Duration) error {
+	if rec.State == dedupe.Pending {
+		rec.NextAttempt = time.Time{}
+		return b.store(txn, k, old, rec, time.Time{})
+	}
+	expires := now.Add(keep)
+	if _, err := settlePayload(txn, k, rec.State, expires, now); err != nil {
+		return err
+	}
+	if err := b.store(txn, k, old, rec, expires); err != nil {
+		return err
+	}
+	if err := txn.Delete(fifoEntry(k.ns, rec.OrderKey, rec.Seq)); err != nil {
+		return err
+	}
+	n, err := keyCount(txn, k.ns, rec.OrderKey)
+	if err != nil {
+		return err
+	}
+	return setKeyCount(txn, k.ns, rec.OrderKey, max(n, 1)-1)
+}
+
 // Skip implements dedupe.Orderer.
 func (b *Store) Skip(ctx context.Context, namespace, id string, now time.Time, keep time.Duration) error {
 	ok, err := keysFor(namespace, id)
