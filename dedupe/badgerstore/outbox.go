@@ -24,11 +24,10 @@ var _ dedupe.Outbox = (*Store)(nil)
 // c.Namespace, and ev is not modified. c.Lease is not used. On error the
 // Outcome is meaningless.
 func (b *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, dedupeTTL time.Duration) (dedupe.Outcome, error) {
-	queues, bounds, err := acceptKeys(c, ev, dedupeTTL)
+	queues, dests, err := acceptKeys(c, ev, dedupeTTL)
 	if err != nil {
 		return 0, fmt.Errorf("dedupe: accept: %w", err)
 	}
-	orderKeys, ordered := destinationOrderKeys(c)
 	ids, vk, err := keys(c)
 	if err != nil {
 		return 0, fmt.Errorf("dedupe: accept: %w", err)
@@ -77,7 +76,7 @@ func (b *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, de
 			return err
 		}
 		for i, q := range queues {
-			if bounds[i] > 0 && b.pending.count(txn, q.ns) >= bounds[i] {
+			if dests[i].MaxPending > 0 && b.pending.count(txn, q.ns) >= dests[i].MaxPending {
 				out = dedupe.Full
 				return nil
 			}
@@ -93,19 +92,17 @@ func (b *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, de
 		if err := txn.Set(queues[0].payload, pay); err != nil {
 			return err
 		}
-		var seq uint64
-		if ordered {
-			if seq, err = nextSequence(txn, c.Namespace); err != nil {
-				return err
-			}
+		seq, err := routeSequence(txn, c.Namespace, dests)
+		if err != nil {
+			return err
 		}
 		for i, q := range queues {
 			// A lease of an earlier event under this ID, expired, is not this one's.
 			b.leases.drop(q.ns, q.id)
 			// Made here, not captured, the record stays on the committer's stack.
 			rec := outboxRecord{State: dedupe.Pending, AcceptedAt: acceptedAt, NextAttempt: due, UpdatedAt: updatedAt}
-			if orderKeys[i] != "" {
-				if err := joinKey(txn, q, &rec, orderKeys[i], seq); err != nil {
+			if key := dests[i].OrderKey; key != "" {
+				if err := joinKey(txn, q, &rec, key, seq); err != nil {
 					return err
 				}
 			}
@@ -121,24 +118,12 @@ func (b *Store) Accept(ctx context.Context, c dedupe.Claim, ev *dedupe.Event, de
 	return out, nil
 }
 
-// destinationOrderKeys is each of c's queued destinations' order key ("" for unordered), and
-// whether any is ordered.
-func destinationOrderKeys(c dedupe.Claim) ([]string, bool) {
-	dests, _ := c.QueuedDestinations() // checked by acceptKeys
-	keys := make([]string, len(dests))
-	ordered := false
-	for i, d := range dests {
-		keys[i], ordered = d.OrderKey, ordered || d.OrderKey != ""
-	}
-	return keys, ordered
-}
-
 // maxInlineQueues is how many destinations' records Accept reads without allocating.
 const maxInlineQueues = 4
 
 // acceptKeys checks Accept's arguments and returns the event's keys in each destination's
-// queue, with each one's bound.
-func acceptKeys(c dedupe.Claim, ev *dedupe.Event, dedupeTTL time.Duration) ([]outboxKeys, []int, error) {
+// queue, with the destinations they are for.
+func acceptKeys(c dedupe.Claim, ev *dedupe.Event, dedupeTTL time.Duration) ([]outboxKeys, []dedupe.Destination, error) {
 	switch {
 	case ev == nil:
 		return nil, nil, fmt.Errorf("nil event")
@@ -153,14 +138,13 @@ func acceptKeys(c dedupe.Claim, ev *dedupe.Event, dedupeTTL time.Duration) ([]ou
 	if err != nil {
 		return nil, nil, err
 	}
-	queues, bounds := make([]outboxKeys, len(dests)), make([]int, len(dests))
+	queues := make([]outboxKeys, len(dests))
 	for i, d := range dests {
 		if queues[i], err = keysFor(dedupe.QueueNamespace(c.Namespace, d.Name), ev.ID); err != nil {
 			return nil, nil, err
 		}
-		bounds[i] = d.MaxPending
 	}
-	return queues, bounds, nil
+	return queues, dests, nil
 }
 
 // Update implements dedupe.Outbox. It stores ev's delivery state (State, Attempts,

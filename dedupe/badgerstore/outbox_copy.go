@@ -24,7 +24,7 @@ func (b *Store) DoneAndQueue(ctx context.Context, c dedupe.Claim, ev *dedupe.Eve
 	if len(c.Destinations) == 0 {
 		return errors.New("dedupe: done and queue: no destination")
 	}
-	queues, _, err := acceptKeys(c, ev, ttl)
+	queues, dests, err := acceptKeys(c, ev, ttl)
 	if err != nil {
 		return fmt.Errorf("dedupe: done and queue: %w", err)
 	}
@@ -71,12 +71,9 @@ func (b *Store) DoneAndQueue(ctx context.Context, c dedupe.Claim, ev *dedupe.Eve
 		if err := txn.Set(queues[0].payload, shared.encode()); err != nil {
 			return err
 		}
-		orderKeys, ordered := destinationOrderKeys(c)
-		var seq uint64
-		if ordered {
-			if seq, err = nextSequence(txn, c.Namespace); err != nil {
-				return err
-			}
+		seq, err := routeSequence(txn, c.Namespace, dests)
+		if err != nil {
+			return err
 		}
 		for _, k := range fresh {
 			old, _, err := getRecord(txn, k.record, now)
@@ -85,7 +82,7 @@ func (b *Store) DoneAndQueue(ctx context.Context, c dedupe.Claim, ev *dedupe.Eve
 			}
 			b.leases.drop(k.ns, k.id)
 			rec := outboxRecord{State: dedupe.Pending, AcceptedAt: acceptedAt, NextAttempt: due, UpdatedAt: updatedAt}
-			if key := orderKeys[slices.IndexFunc(queues, func(q outboxKeys) bool { return q.ns == k.ns })]; key != "" {
+			if key := dests[slices.IndexFunc(queues, func(q outboxKeys) bool { return q.ns == k.ns })].OrderKey; key != "" {
 				if err := joinKey(txn, k, &rec, key, seq); err != nil {
 					return err
 				}

@@ -67,6 +67,17 @@ func nextSequence(txn *badger.Txn, route string) (uint64, error) {
 	return n, txn.Set(k, binary.BigEndian.AppendUint64(nil, n))
 }
 
+// routeSequence takes the route's next sequence number in txn when any of dests is ordered; 0
+// (nothing written) when none is.
+func routeSequence(txn *badger.Txn, route string, dests []dedupe.Destination) (uint64, error) {
+	for _, d := range dests {
+		if d.OrderKey != "" {
+			return nextSequence(txn, route)
+		}
+	}
+	return 0, nil
+}
+
 // keyCount is the number of events in key's FIFO.
 func keyCount(txn *badger.Txn, ns, key string) (uint64, error) {
 	item, err := txn.Get(appendKey(nil, ns, kindKeyCount, key))
