@@ -39,6 +39,8 @@ func init() {
 //	                                       replay dead letters (after cursor C) while the backlog is
 //	                                       below half of max_pending: {"replayed": N, "left": M,
 //	                                       "next": where it stopped, while M > 0}
+//	POST /hookgate/skip/<route>?id=<id>    let the events behind a dead letter holding its key
+//	                                       (order, on_dead hold) go on; it stays dead
 //	GET  /hookgate/status/<route>          backlog and max_pending, paused?, consecutive failures,
 //	                                       attempts in flight, the rate limit and the time the
 //	                                       backlog needs at that rate; for a sync route in monitor
@@ -270,6 +272,11 @@ type deliveryView struct {
 	LastError   string       `json:"last_error,omitempty"`
 	AcceptedAt  time.Time    `json:"accepted_at"`
 	UpdatedAt   time.Time    `json:"updated_at"`
+	// OrderKey and Seq place an event of an ordered destination in its key's order; Holds says a
+	// dead letter holds its key: the key's later events wait until it is replayed or skipped.
+	OrderKey string `json:"order_key,omitempty"`
+	Seq      uint64 `json:"seq,omitempty"`
+	Holds    bool   `json:"holds,omitempty"`
 }
 
 func viewOf(ev *dedupe.Event) eventView {
@@ -283,6 +290,7 @@ func deliveryOf(ev *dedupe.Event) deliveryView {
 	v := deliveryView{
 		ID: ev.ID, State: ev.State, Attempts: ev.Attempts, LastStatus: ev.LastStatus, LastError: ev.LastError,
 		AcceptedAt: ev.AcceptedAt, UpdatedAt: ev.UpdatedAt,
+		OrderKey: ev.OrderKey, Seq: ev.Seq, Holds: ev.Holds,
 	}
 	if ev.State == dedupe.Pending {
 		v.NextAttempt = &ev.NextAttempt
