@@ -70,6 +70,7 @@ func (f *eventFactory) sign(seq uint64, at time.Time) (signature, timestamp stri
 type eventSource struct {
 	factory     *eventFactory
 	limit       uint64 // events to hand out; 0 = no limit
+	orderKeys   uint64 // events go round-robin to this many order keys (orderKeyHeader); 0 = none
 	presigned   []string
 	presignedTS string
 	presignedAt time.Time
@@ -135,5 +136,11 @@ func (s *eventSource) take() (seq uint64, header http.Header, body []byte, ok bo
 		"Webhook-Timestamp": {timestamp},
 		"Webhook-Signature": {signature},
 	}
+	if s.orderKeys > 0 {
+		header.Set(orderKeyHeader, strconv.FormatUint(seq%s.orderKeys, 10))
+	}
 	return seq, header, s.factory.body(seq), true
 }
+
+// orderKeyHeader carries the event's order key to the ordered configs (hookgate-async-ordered-*).
+const orderKeyHeader = "X-Order-Key"

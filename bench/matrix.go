@@ -23,6 +23,8 @@ type benchConfig struct {
 	globals string
 	// destinations is how many destinations each event goes to (0: one).
 	destinations int
+	// orderKeys, when set, spreads the events over that many order keys (header X-Order-Key).
+	orderKeys int
 }
 
 // hookgateBlock is the hookgate directive every hookgate config uses; extra goes inside it.
@@ -97,14 +99,25 @@ var configs = []benchConfig{
 	// whole run: the two deliver as promptly either way.
 	{name: "hookgate-async-2dest", hookgate: true, async: true, destinations: 2, handlers: destinationForwards("a", "b")},
 	{name: "hookgate-async-2dest-1down", hookgate: true, async: true, destinations: 2, handlers: destinationForwards("a", "b", "down")},
+	// hookgate-async-bounded with `order`, its events spread over 1, 10 or 10,000 keys: one key is
+	// delivered one event at a time, so the bound keeps its backlog (and the drain after the load) short.
+	{name: "hookgate-async-ordered-1", hookgate: true, async: true, orderKeys: 1, handlers: orderedHandlers},
+	{name: "hookgate-async-ordered-10", hookgate: true, async: true, orderKeys: 10, handlers: orderedHandlers},
+	{name: "hookgate-async-ordered-10000", hookgate: true, async: true, orderKeys: 10_000, handlers: orderedHandlers},
 }
 
-// defaultConfigs are the configs a run without -only runs: all but the fan-out ones, which
-// answer their own questions (bench/README.md).
+// orderedHandlers is hookgate-async-bounded's route with its events ordered by the key the load
+// sends in X-Order-Key.
+func orderedHandlers(sink, storage string) string {
+	return hookgateBlock(storage + forwardBlock(sink, boundedMaxPending, "\t\torder header "+orderKeyHeader+"\n"))
+}
+
+// defaultConfigs are the configs a run without -only runs: all but the fan-out and ordered ones,
+// which answer their own questions (bench/README.md).
 func defaultConfigs() []benchConfig {
 	var out []benchConfig
 	for _, c := range configs {
-		if c.destinations == 0 {
+		if c.destinations == 0 && c.orderKeys == 0 {
 			out = append(out, c)
 		}
 	}
@@ -245,6 +258,7 @@ func runConfig(o options, c benchConfig, source *eventSource) (configResult, err
 		go profileDuringWindow(o, p, filepath.Join(o.cpuProfile, c.name+".pprof"))
 	}
 	source.rewind()
+	source.orderKeys = uint64(c.orderKeys)
 	s.received().expect(c.destinations)
 	var watch *backlogWatch
 	if c.async {

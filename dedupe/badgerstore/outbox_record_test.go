@@ -2,6 +2,7 @@ package badgerstore
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"maps"
@@ -250,5 +251,60 @@ func BenchmarkDecodePayload(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// Events of queues without an order key write what they did before ordered delivery existed:
+// format-2 records and none of the order's keys (sequence, key FIFOs, counts, held keys), through
+// accept, a death, a replay and a delivery.
+func TestUnorderedEventsWriteNoOrderKeysAndFormat2Records(t *testing.T) {
+	b := openTest(t)
+	ctx := context.Background()
+	billing := dedupe.QueueNamespace("stripe", "billing")
+	c := dedupe.Claim{Namespace: "stripe", ID: "e1", Destinations: []dedupe.Destination{{Name: "billing"}, {Name: "analytics"}}}
+	expect(t, "accept", accept(t, b, c, queued("e1", base)), dedupe.Claimed)
+	evs, err := b.Lease(ctx, billing, base, 1, time.Minute)
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("Lease: %v, %v", ids(evs), err)
+	}
+	evs[0].State = dedupe.Dead
+	update(t, b, evs[0], time.Hour)
+	if err := b.Replay(ctx, billing, "e1", base); err != nil {
+		t.Fatal(err)
+	}
+	if evs, err = b.Lease(ctx, billing, base.Add(time.Second), 1, time.Minute); err != nil || len(evs) != 1 {
+		t.Fatalf("Lease after the replay: %v, %v", ids(evs), err)
+	}
+	evs[0].State = dedupe.Delivered
+	update(t, b, evs[0], time.Hour)
+
+	records := 0
+	err = b.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			k := it.Item().KeyCopy(nil)
+			ns, ok := namespaceOf(k)
+			if !ok || len(k) < len(ns)+3 {
+				continue
+			}
+			switch kind := k[len(ns)+1]; kind {
+			case kindSequence, kindKeyFIFO, kindKeyCount, kindHeld:
+				t.Errorf("an unordered event wrote the order key %q", k)
+			case kindOutbox:
+				v, err := it.Item().ValueCopy(nil)
+				if err != nil {
+					return err
+				}
+				if v[nanosLen] != recordFormat {
+					t.Errorf("record %q is format %d, want %d", k, v[nanosLen], recordFormat)
+				}
+				records++
+			}
+		}
+		return nil
+	})
+	if err != nil || records != 2 {
+		t.Fatalf("walked the ledger: %v, %d records, want the two destinations'", err, records)
 	}
 }
