@@ -4,6 +4,7 @@
 package ledgertest
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/hookgate/hookgate/dedupe"
@@ -66,7 +67,11 @@ func Run(t *testing.T, b Backend) {
 	if b.OpenNodes == nil {
 		return
 	}
-	for _, c := range append(nodesChecks, destinationNodesChecks...) {
+	shared := slices.Concat(nodesChecks, destinationNodesChecks)
+	if b.Ordered {
+		shared = append(shared, orderNodesChecks...)
+	}
+	for _, c := range shared {
 		t.Run(c.name, func(t *testing.T) {
 			nodes := b.OpenNodes(t, 2)
 			t.Cleanup(func() {

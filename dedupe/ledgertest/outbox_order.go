@@ -64,6 +64,9 @@ var orderChecks = []check{
 		}
 		expectIDs(t, "once all are delivered", leaseIn(t, s, billing, now, 10), "")
 	}},
+	{name: "order/a key's events accepted and leased concurrently are leased one at a time, in the order Accept committed them, while other keys flow", run: func(t *testing.T, s Store) {
+		deliverEachKeyInOrder(t, s)
+	}},
 	{name: "order/Seq increases with every accept, one number across the event's destinations", run: func(t *testing.T, s Store) {
 		now := clock()
 		expect(t, "accept a", accept(t, s, ordered("a", "k", true), eventOf("a", now)), dedupe.Claimed)

@@ -42,6 +42,8 @@
 //	Q z                string: where Lease's walk of the Pending listing for members of gone events goes on (lease.lua); only while one is owed
 //	Q k:<key>          zset: an ordered queue's FIFO of order key <key>, event ID by sequence: its Pending events and a Dead head
 //	                   that holds the key; the first is the head, the only one in Q q (order.go)
+//	Q K                hash: an ordered queue's heads, event ID → its order key, so that Lease, meeting a head whose hash is
+//	                   gone (evicted, deleted), takes it out of its key and makes the next event the head (lua/lease.lua)
 //	Q H                zset: the keys held by their dead head, all scored 0 (paged by key); the head's field "hd" says since when
 //
 // An event is accepted once for the route (T i:, T h:, T v:) and queued in every destination's

@@ -50,7 +50,8 @@ const (
 // someone deleted it, a failover lost it), or the shared hash with its header and body, is
 // dropped as the script meets it, and so, over the next calls, are such events' members of the
 // Pending listing, so that neither holds up the queue nor counts in Pending; the call reports
-// how many it dropped to the OnGoneEvents function.
+// how many it dropped to the OnGoneEvents function. A gone event that was its key's head in an
+// ordered queue leaves its key (Q K names it), and the next event of the key is its head, due now.
 func (s *Store) Lease(ctx context.Context, namespace string, now time.Time, n int, lease time.Duration) ([]*dedupe.Event, error) {
 	if lease <= 0 {
 		return nil, fmt.Errorf("redisstore: lease: lease must be positive, got %v", lease)
@@ -95,7 +96,7 @@ func (s *Store) Lease(ctx context.Context, namespace string, now time.Time, n in
 // stopped on its scan budget with fewer than n handed out, so that due entries may be left; gone
 // is the number of queue entries of gone events it dropped.
 func (s *Store) leaseRound(ctx context.Context, q, namespace string, now time.Time, n int, until time.Time, maxBytes int) (evs []*dedupe.Event, cut bool, gone int, err error) {
-	res, err := leaseScript.Run(ctx, s.perRequest, scriptKeys(q, "q", "L", "z", "s:"+string(dedupe.Pending)), micros(now), strconv.Itoa(n),
+	res, err := leaseScript.Run(ctx, s.perRequest, scriptKeys(q, "q", "L", "z", "K", "s:"+string(dedupe.Pending)), micros(now), strconv.Itoa(n),
 		micros(until), nanos(until), strconv.Itoa(n+leaseScan), strconv.Itoa(maxBytes), rand.Text()).Slice()
 	if err != nil {
 		return nil, false, 0, err

@@ -35,7 +35,7 @@ func (s *Store) Skip(ctx context.Context, namespace, id string, now time.Time, k
 	if err != nil {
 		return fmt.Errorf("redisstore: skip: %w", err)
 	}
-	keys := append(scriptKeys(q, "e:"+id, "q", "x", "H", "s:"+string(dedupe.Dead)), t+"p:"+id)
+	keys := append(scriptKeys(q, "e:"+id, "q", "x", "K", "H", "s:"+string(dedupe.Dead)), t+"p:"+id)
 	res, err := skipScript.Run(ctx, s.client, keys, id, micros(now), millis(keep), rand.Text()).StringSlice()
 	if err != nil {
 		return fmt.Errorf("redisstore: skip: %w", err)

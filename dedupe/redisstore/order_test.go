@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -165,7 +166,7 @@ func TestOrderedSkipRunAgainAfterALostReplyIsOK(t *testing.T) {
 		expect(t, "accept "+id, accept(t, s, orderedIn(id, "k", false), base), dedupe.Claimed)
 	}
 	settle(t, s, billing, base, dedupe.Dead, dedupe.Hold, time.Hour)
-	keys := append(scriptKeys(bq, "e:e1", "q", "x", "H", "s:dead"), tag+"p:e1")
+	keys := append(scriptKeys(bq, "e:e1", "q", "x", "K", "H", "s:dead"), tag+"p:e1")
 	args := []any{"e1", micros(base), millis(time.Hour), "call"}
 	for i := range 2 {
 		if res, err := skipScript.Run(ctx, s.client, keys, args...).StringSlice(); err != nil || res[0] != "ok" {
@@ -188,7 +189,7 @@ func TestUnorderedEventsWriteNoOrderKeysOrFields(t *testing.T) {
 	}
 	settle(t, s, billing, base, dedupe.Delivered, dedupe.Hold, time.Hour)
 	for _, k := range keysOfPrefix(t, s.client, s.escapedPrefix) {
-		if strings.HasSuffix(k.name, "}:n") || strings.Contains(k.name, ":k:") || strings.HasSuffix(k.name, ":H") {
+		if strings.HasSuffix(k.name, "}:n") || strings.Contains(k.name, ":k:") || strings.HasSuffix(k.name, ":H") || strings.HasSuffix(k.name, ":K") {
 			t.Errorf("an unordered event wrote %s", k.name)
 		}
 		if fields, _ := s.client.HKeys(ctx, k.name).Result(); slices.ContainsFunc(fields, func(f string) bool {
@@ -214,5 +215,59 @@ func TestOrderedDoneAndQueueQueuesInOrder(t *testing.T) {
 		if got := settle(t, s, billing, base, dedupe.Delivered, dedupe.Hold, time.Hour); got.ID != want || got.Seq == 0 {
 			t.Fatalf("leased %s (seq %d), want %s", got.ID, got.Seq, want)
 		}
+	}
+}
+
+// A key's head whose delivery hash, or shared header and body, is gone from Redis (evicted,
+// deleted by hand, lost in a failover) is dropped by the Lease that meets it, and releases its
+// key: the next event of the key is leased, in order, rather than waiting behind it for good.
+func TestOrderedHeadWhoseEventIsGoneReleasesItsKey(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		both bool   // queued for analytics too: its header and body are shared (T p:<id>)
+		gone string // the key deleted, after T
+	}{
+		{name: "delivery hash", gone: "@billing:e:e1"},
+		{name: "shared body", both: true, gone: "p:e1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStore(t)
+			gone := 0
+			s.OnGoneEvents(func(_ string, n int) { gone += n })
+			for _, id := range []string{"e1", "e2", "e3"} {
+				expect(t, "accept "+id, accept(t, s, orderedIn(id, "k", tc.both), base), dedupe.Claimed)
+			}
+			expect(t, "accept j1", accept(t, s, orderedIn("j1", "j", false), base), dedupe.Claimed)
+			tag, _ := s.tag(ns)
+			if err := s.client.Del(ctx, tag+tc.gone).Err(); err != nil {
+				t.Fatal(err)
+			}
+			var leased []string
+			for range 2 {
+				for _, ev := range leaseQueue(t, s, billing, base, 10) {
+					leased = append(leased, ev.ID)
+					ev.State = dedupe.Delivered
+					if ev.ID == "j1" {
+						if err := s.Update(ctx, ev, time.Hour); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+			}
+			slices.Sort(leased)
+			if !slices.Equal(leased, []string{"e2", "j1"}) || gone != 1 {
+				t.Fatalf("leased %v and %d gone; want e2, the next of the gone head's key, and j1, with e1 gone", leased, gone)
+			}
+			bq := tag + queuePrefix("billing")
+			if first, err := s.client.ZRange(ctx, bq+"k:k", 0, -1).Result(); err != nil || !slices.Equal(first, []string{"e2", "e3"}) {
+				t.Errorf("key k's FIFO: %v, %v; want e2, e3", first, err)
+			}
+			if heads, err := s.client.HGetAll(ctx, bq+"K").Result(); err != nil || !maps.Equal(heads, map[string]string{"e2": "k"}) {
+				t.Errorf("the heads' keys: %v, %v; want e2's alone", heads, err)
+			}
+			if n, err := s.CountHeld(ctx, billing); err != nil || n != 0 {
+				t.Errorf("CountHeld: %d, %v", n, err)
+			}
+		})
 	}
 }

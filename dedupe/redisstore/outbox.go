@@ -118,7 +118,7 @@ func acceptCall(t string, c dedupe.Claim, destinations []dedupe.Destination, ev 
 		q := t + qp
 		keys = append(keys, q+"e:"+ev.ID, q+"q", q+"x")
 		if d.OrderKey != "" {
-			keys = append(keys, q+"k:"+d.OrderKey)
+			keys = append(keys, q+"k:"+d.OrderKey, q+"K")
 			ordered = true
 		}
 		if c.Entity != "" {
@@ -197,7 +197,7 @@ func (s *Store) Update(ctx context.Context, ev *dedupe.Event, keep time.Duration
 		keys = append(keys, q+"o:"+ev.Entity, q+"b:"+ev.Entity, q+"L", t+"v:"+ev.Entity, q+"w:"+ev.Entity)
 	}
 	if ev.OrderKey != "" {
-		keys = append(keys, q+"k:"+ev.OrderKey, q+"H")
+		keys = append(keys, q+"k:"+ev.OrderKey, q+"K", q+"H")
 	}
 	res, err := updateScript.Run(ctx, s.perRequest, keys, args...).StringSlice()
 	if err != nil {
@@ -230,7 +230,7 @@ func (s *Store) Replay(ctx context.Context, namespace, id string, now time.Time)
 	if id == "" {
 		return errors.New("redisstore: replay: empty event ID")
 	}
-	keys := append(scriptKeys(q, "e:"+id, "q", "x", "s:"+string(dedupe.Pending), "s:"+string(dedupe.Dead), "H"), t+"p:"+id, t+"n")
+	keys := append(scriptKeys(q, "e:"+id, "q", "x", "s:"+string(dedupe.Pending), "s:"+string(dedupe.Dead), "K", "H"), t+"p:"+id, t+"n")
 	res, err := replayScript.Run(ctx, s.client, keys, id, nanos(now), micros(now), rand.Text()).StringSlice()
 	if err != nil {
 		return fmt.Errorf("redisstore: replay: %w", err)

@@ -222,6 +222,7 @@ local function queueEvent(a, fresh, fields, shared, advance)
       for _, s in ipairs(FINAL) do redis.call('ZREM', q .. 's:' .. s, member) end
     end
     if a.keys[i] ~= '' then redis.call('ZADD', q .. 'k:' .. a.keys[i], seq, a.id) end
+    if heads[i] then redis.call('HSET', q .. 'K', a.id, a.keys[i]) end
     if a.keys[i] == '' or heads[i] then redis.call('ZADD', q .. 'q', a.due, a.id) end
     redis.call('ZADD', q .. 's:pending', 0, member)
   end
@@ -229,8 +230,9 @@ end
 
 -- Ordered queues. Q k:<key> is the key's FIFO: its events, Pending or a Dead head that holds the
 -- key, by sequence; its first is the head, the only one in the due queue (or Dead and holding
--- it). Q H lists the held keys (all scored 0, so they page by key); a held head keeps the time it
--- began to hold (ns) in its field 'hd'.
+-- it). Q K maps each head's ID to its key, so that a head whose delivery hash is gone, which no
+-- longer says its key, still releases it (leaveGone). Q H lists the held keys (all scored 0, so
+-- they page by key); a held head keeps the time it began to hold (ns) in its field 'hd'.
 
 -- promote makes the first event of key's FIFO in queue Q, the head, due at nowUs (µs, base 10).
 -- A member whose delivery hash is gone (Redis evicted or lost it) holds nothing: it is dropped.
@@ -244,9 +246,13 @@ local function promote(key, nowUs)
     if st == 'pending' then
       redis.call('HSET', h, 'nxt', nowUs .. '000')
       redis.call('ZADD', Q .. 'q', nowUs, first)
+      redis.call('HSET', Q .. 'K', first, key)
       return
     end
-    if st == 'dead' and redis.call('HEXISTS', h, 'hd') == 1 then return end
+    if st == 'dead' and redis.call('HEXISTS', h, 'hd') == 1 then
+      redis.call('HSET', Q .. 'K', first, key)
+      return
+    end
     redis.call('ZREM', k, first)
   end
 end
@@ -261,7 +267,21 @@ end
 local function leaveKey(key, id, nowUs)
   local head = isHead(key, id)
   redis.call('ZREM', Q .. 'k:' .. key, id)
-  if head then promote(key, nowUs) end
+  if head then
+    redis.call('HDEL', Q .. 'K', id)
+    promote(key, nowUs)
+  end
+end
+
+-- leaveGone takes event id, gone from Redis (evicted or lost), out of its key's FIFO in queue Q
+-- if it was a head there, found by Q K (key, when given, is the key its hash said), so that the
+-- key's next event becomes the head, due at nowUs, rather than wait for good behind it. An
+-- unordered queue has no Q K: nothing is written.
+local function leaveGone(id, key, nowUs)
+  key = key or redis.call('HGET', Q .. 'K', id)
+  if not key then return end
+  redis.call('HDEL', Q .. 'K', id)
+  leaveKey(key, id, nowUs)
 end
 
 -- A held head never expires, nor does its member of the Dead listing: Q s:dead has no TTL while

@@ -44,13 +44,17 @@ while wanted() and examined < budget do
     if not cur[1] and redis.call('EXISTS', h) == 0 then
       -- Its hash is gone, which the scripts never leave so: Redis evicted or lost it, or someone
       -- deleted it. Nothing is left to deliver; kept, the entry would be met by every Lease.
+      -- An ordered queue's head releases its key (leaveGone).
       redis.call('ZREM', q, id)
+      leaveGone(id, nil, ARGV[1])
       gone = gone + 1
     elseif cur[1] == 'pending' and cur[5] and redis.call('EXISTS', T .. 'p:' .. id) == 0 then
       -- Its shared headers and body are gone (as above): so is the event, here. Its delivery
       -- hash goes too, so that the walk below drops its member of the Pending listing.
+      local key = redis.call('HGET', h, 'ok')
       redis.call('ZREM', q, id)
       redis.call('DEL', h)
+      if key then leaveGone(id, key, ARGV[1]) end
       gone = gone + 1
     elseif not cur[1] then
       left = left + 1 -- a hash without a state, which no script writes: leave it be

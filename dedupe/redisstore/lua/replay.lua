@@ -37,6 +37,7 @@ redis.call('ZREM', Q .. 'x', cur[2])
 redis.call('ZADD', Q .. 's:pending', 0, cur[2])
 if due then
   redis.call('ZADD', Q .. 'q', ARGV[3], id)
+  if key then redis.call('HSET', Q .. 'K', id, key) end
 else
   redis.call('HDEL', h, 'nxt') -- it waits behind its key's head
 end
