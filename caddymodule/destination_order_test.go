@@ -3,8 +3,11 @@ package caddymodule
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -132,4 +135,49 @@ func TestAHeldHeadIsReplayedAtMaxPending(t *testing.T) {
 	hooktest.WaitFor(t, "the key drained in order", 10*time.Second, func() bool {
 		return up.Count("evt_full_1") == 2 && up.Count("evt_full_2") == 1 && up.Count("evt_full_3") == 1
 	})
+}
+
+// Order composes with version: a retrying head whose entity has a newer version delivered
+// (from another key) is recorded superseded at its next turn, not sent, and the events of its key
+// behind it go on.
+func TestASupersededHeadIsSkippedNotWaitedFor(t *testing.T) {
+	var mu sync.Mutex
+	var arrivals []string // event IDs the app answered 200, in order; "-"+ID for a 503
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("Hookgate-Event-Id")
+		mu.Lock()
+		defer mu.Unlock()
+		if id == "evt_sup_old" {
+			arrivals = append(arrivals, "-"+id)
+			w.WriteHeader(http.StatusServiceUnavailable) // the old version's head keeps retrying
+			return
+		}
+		arrivals = append(arrivals, id)
+	}))
+	t.Cleanup(app.Close)
+	arrived := func(id string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Contains(arrivals, id)
+	}
+	tester := startFanOutGateway(t, fastForward("billing", app.Listener.Addr().String(), "order header X-Order-Key"))
+	send1 := func(id, entity string, version int, key string) {
+		ev := typedEvent(t, id, "invoice.paid", entity, version)
+		ev.Headers.Set("X-Order-Key", key)
+		hooktest.ExpectReply(t, id, send(t, tester.Client, ev), http.StatusAccepted, "")
+	}
+	send1("evt_sup_old", "in_sup", 1, "cus_a")
+	hooktest.WaitFor(t, "the old version attempted", 10*time.Second, func() bool { return arrived("-evt_sup_old") })
+	send1("evt_sup_behind", "in_other", 1, "cus_a") // waits behind the retrying head
+	send1("evt_sup_new", "in_sup", 2, "cus_b")      // the entity's newer version, in another key
+	hooktest.WaitFor(t, "the event behind the superseded head", 10*time.Second, func() bool { return arrived("evt_sup_behind") })
+	if _, body := admin(t, http.MethodGet, "/hookgate/events/fanout?dest=billing&id=evt_sup_old"); !strings.Contains(body, `"state":"superseded"`) {
+		t.Errorf("the old version's head: %s, want superseded", body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	newAt := slices.Index(arrivals, "evt_sup_new")
+	if newAt < 0 || slices.Contains(arrivals[newAt:], "-evt_sup_old") || slices.Index(arrivals, "evt_sup_behind") < newAt {
+		t.Errorf("arrivals %v: want the old version never sent once the new one was delivered, and the event behind it after", arrivals)
+	}
 }
