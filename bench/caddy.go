@@ -44,8 +44,9 @@ type caddyProcess struct {
 
 // startCaddy writes a Caddyfile with handlers as the site's body, starts bin on it and waits
 // until the site accepts connections. With a cgroup, Caddy starts inside it, as in a container,
-// so that it sets its Go memory limit from the cgroup's cap at start, as Caddy does.
-func startCaddy(bin, globals, handlers string, cgroup *memoryCgroup) (*caddyProcess, error) {
+// so that it sets its Go memory limit from the cgroup's cap at start, as Caddy does. With pin, it
+// runs on the pinned CPUs alone (and Go sizes GOMAXPROCS to them).
+func startCaddy(bin, globals, handlers string, cgroup *memoryCgroup, pin *pinning) (*caddyProcess, error) {
 	root, err := os.MkdirTemp("", "hookgate-bench-")
 	if err != nil {
 		return nil, err
@@ -72,7 +73,7 @@ func startCaddy(bin, globals, handlers string, cgroup *memoryCgroup) (*caddyProc
 		os.RemoveAll(root)
 		return nil, err
 	}
-	args := []string{bin, "run", "--config", config, "--adapter", "caddyfile"}
+	args := pin.command([]string{bin, "run", "--config", config, "--adapter", "caddyfile"})
 	env := append(os.Environ(), "XDG_DATA_HOME="+p.dataHome, "XDG_CONFIG_HOME="+p.dataHome)
 	if cgroup != nil {
 		// The shell joins the cgroup, then becomes Caddy: same pid.

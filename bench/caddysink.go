@@ -56,7 +56,7 @@ func startCaddySink(bin string) (*caddySink, error) {
 	}
 	logPath := filepath.Join(dir, "access.log")
 	handlers := fmt.Sprintf(sinkHandlers, logPath)
-	p, err := startCaddy(bin, "", handlers, nil)
+	p, err := startCaddy(bin, "", handlers, nil, nil)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("sink Caddy: %w", err)

@@ -173,7 +173,7 @@ func startStream(o options, c benchConfig, handlers func(sink, storage string) s
 			return nil, err
 		}
 	}
-	p, err := startCaddy(o.caddy, "", handlers(s.addr(), ""), cg)
+	p, err := startCaddy(o.caddy, "", handlers(s.addr(), ""), cg, o.pinned)
 	if err != nil {
 		s.close()
 		if cg != nil {

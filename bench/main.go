@@ -52,6 +52,10 @@ type options struct {
 	entityPerEvent  bool
 	versionTTL      time.Duration
 	memoryLimit     int64
+
+	// pin is the CPU list Caddy runs on (-pin); pinned is what pinBench made of it.
+	pin    string
+	pinned *pinning
 }
 
 func parseFlags() options {
@@ -82,6 +86,7 @@ func parseFlags() options {
 	flag.BoolVar(&o.entityPerEvent, "entity-per-event", false, "ledger mode: during the disk-growth check, give each event its own entity (version header Webhook-Id header Webhook-Timestamp), so the ledger keeps a version per event")
 	flag.DurationVar(&o.versionTTL, "version-ttl", 0, "ledger mode: version_ttl during the disk-growth check with -entity-per-event (0 = the route's default, 720h)")
 	flag.Int64Var(&o.memoryLimit, "memory-limit", 0, "ledger mode: run Caddy in a memory cgroup capped at this many MiB, as an edge container would be (Linux, root; 0 = no cap)")
+	flag.StringVar(&o.pin, "pin", "", "run Caddy on these CPUs (a list such as 0 or 0-1), and the bench's load client, its sink and redis-server on the others, so Caddy's CPU per request is its own (taskset)")
 	flag.Parse()
 	o.memoryLimit <<= 20
 	if o.sink != "bench" && o.sink != sinkCaddy {
@@ -99,8 +104,13 @@ func main() {
 	if err != nil {
 		fatalf("%v", err)
 	}
-	fmt.Printf("<!-- %s; GOMAXPROCS of the client %d; load average before: %s -->\n\n",
-		time.Now().Format(time.RFC3339), runtime.GOMAXPROCS(0), loadAverage())
+	if o.pin != "" {
+		if o.pinned, err = pinBench(o.pin); err != nil {
+			fatalf("%v", err)
+		}
+	}
+	fmt.Printf("<!-- %s; GOMAXPROCS of the client %d; %s; load average before: %s -->\n\n",
+		time.Now().Format(time.RFC3339), runtime.GOMAXPROCS(0), o.pinned, loadAverage())
 	if o.ledger {
 		err = runLedgerMode(o, factory)
 	} else {

@@ -246,7 +246,7 @@ func runConfig(o options, c benchConfig, source *eventSource) (configResult, err
 		defer stopRedis(r)
 		storage, redisCPU = redisStorage(r), func() time.Duration { return processCPUTime(r.Pid()) }
 	}
-	p, err := startCaddy(o.caddy, c.globals, c.handlers(s.addr(), storage), nil)
+	p, err := startCaddy(o.caddy, c.globals, c.handlers(s.addr(), storage), nil, o.pinned)
 	if err != nil {
 		return res, err
 	}

@@ -65,7 +65,7 @@ func runPairRound(o options, source *eventSource, offFirst bool) ([2]pairRun, er
 			return out, err
 		}
 		defer s.close()
-		p, err := startCaddy(o.caddy, c.globals, c.handlers(s.addr(), ""), nil)
+		p, err := startCaddy(o.caddy, c.globals, c.handlers(s.addr(), ""), nil, o.pinned)
 		if err != nil {
 			return out, fmt.Errorf("%s: %w", c.name, err)
 		}
