@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddytest"
 
 	"github.com/hookgate/hookgate/internal/hooktest"
 )
@@ -180,4 +181,57 @@ func TestASupersededHeadIsSkippedNotWaitedFor(t *testing.T) {
 	if newAt < 0 || slices.Contains(arrivals[newAt:], "-evt_sup_old") || slices.Index(arrivals, "evt_sup_behind") < newAt {
 		t.Errorf("arrivals %v: want the old version never sent once the new one was delivered, and the event behind it after", arrivals)
 	}
+}
+
+// A route's lone forward orders by a JSON path: each customer's events arrive in the order they
+// were acknowledged, though every event's first attempt fails; a JSON event without the path is
+// refused 400, naming it.
+func TestALoneForwardOrdersByAJSONPath(t *testing.T) {
+	var mu sync.Mutex
+	tried := map[string]bool{}
+	taken := map[string][]string{} // customer → event IDs taken, in order
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("Hookgate-Event-Id")
+		mu.Lock()
+		defer mu.Unlock()
+		if !tried[id] {
+			tried[id] = true
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		customer := id[len("evt_json_") : len("evt_json_")+2]
+		taken[customer] = append(taken[customer], id)
+	}))
+	t.Cleanup(app.Close)
+	tester := caddytest.NewTester(t)
+	tester.InitServer(gatewayConfig("orderjson", unusedUpstream, fmt.Sprintf(
+		"forward http://%s {\n\t\t\tbackoff 20ms\n\t\t\tjitter none\n\t\t\tpause_after 1000\n\t\t\torder json data.object.customer\n\t\t}",
+		app.Listener.Addr().String())), "caddyfile")
+	event := func(id, object string) *hooktest.Event {
+		return hooktest.SignedEvent(t, id, `{"type":"invoice.paid","data":{"object":`+object+`}}`, time.Now(), hooktest.Secret)
+	}
+	const perCustomer = 10
+	var want = map[string][]string{}
+	for i := range perCustomer {
+		for _, customer := range []string{"c1", "c2", "c3"} {
+			id := fmt.Sprintf("evt_json_%s_%02d", customer, i)
+			ev := event(id, fmt.Sprintf(`{"id":"in_%s","updated":%d,"customer":"%s"}`, id, i+1, customer))
+			hooktest.ExpectReply(t, id, send(t, tester.Client, ev), http.StatusAccepted, "")
+			want[customer] = append(want[customer], id)
+		}
+	}
+	hooktest.WaitFor(t, "every event taken", 20*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(taken["c1"])+len(taken["c2"])+len(taken["c3"]) >= 3*perCustomer
+	})
+	mu.Lock()
+	for customer, ids := range want {
+		if !slices.Equal(taken[customer], ids) {
+			t.Errorf("customer %s: taken %v, want %v", customer, taken[customer], ids)
+		}
+	}
+	mu.Unlock()
+	keyless := event("evt_json_keyless", `{"id":"in_keyless","updated":1}`)
+	hooktest.ExpectReply(t, "an event without the key", send(t, tester.Client, keyless), http.StatusBadRequest, "order key: JSON field data.object.customer is missing")
 }
