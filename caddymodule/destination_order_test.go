@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddytest"
 
 	"github.com/hookgate/hookgate/internal/hooktest"
 )
@@ -132,4 +133,32 @@ func TestAHeldHeadIsReplayedAtMaxPending(t *testing.T) {
 	hooktest.WaitFor(t, "the key drained in order", 10*time.Second, func() bool {
 		return up.Count("evt_full_1") == 2 && up.Count("evt_full_2") == 1 && up.Count("evt_full_3") == 1
 	})
+}
+
+// A reload that removes `order` leaves the events already in a key's order waiting there (the
+// store keeps their order). One of them that dies afterwards must not hold its key: the
+// destination is unordered now, so nothing would show the held key (no held_keys in the status,
+// no hookgate_order_keys_held, no alert), and the events behind it would wait unseen for good.
+func TestRemovingOrderLetsALeftoverDeadEventsKeyGo(t *testing.T) {
+	up := hooktest.NewUpstream(t)
+	up.Status.Store(http.StatusServiceUnavailable)
+	addr := up.Listener.Addr().String()
+	tester := caddytest.NewTester(t)
+	tester.InitServer(gatewayConfig("orderoff", unusedUpstream, fastForward("billing", addr, "order header X-Order-Key", "max_attempts 1000")), "caddyfile")
+	suffix := fmt.Sprint(time.Now().UnixNano())
+	head, behind := "evt_orderoff_1_"+suffix, "evt_orderoff_2_"+suffix
+	for _, id := range []string{head, behind} {
+		ev := typedEvent(t, id, "invoice.paid", "in_"+id, 1)
+		ev.Headers.Set("X-Order-Key", "k"+suffix)
+		hooktest.ExpectReply(t, id, send(t, tester.Client, ev), http.StatusAccepted, "")
+	}
+	hooktest.WaitFor(t, "the head attempted", 10*time.Second, func() bool { return up.Count(head) >= 1 })
+
+	tester.InitServer(gatewayConfig("orderoff", unusedUpstream, fastForward("billing", addr, "max_attempts 1")), "caddyfile")
+	hooktest.WaitFor(t, "the head dead", 10*time.Second, func() bool {
+		_, body := admin(t, http.MethodGet, "/hookgate/events/orderoff?dest=billing&id="+head)
+		return strings.Contains(body, `"state":"dead"`)
+	})
+	up.Status.Store(http.StatusOK)
+	hooktest.WaitFor(t, "the event that waited behind it delivered", 10*time.Second, func() bool { return up.Count(behind) == 1 })
 }
