@@ -162,3 +162,30 @@ func TestRemovingOrderLetsALeftoverDeadEventsKeyGo(t *testing.T) {
 	up.Status.Store(http.StatusOK)
 	hooktest.WaitFor(t, "the event that waited behind it delivered", 10*time.Second, func() bool { return up.Count(behind) == 1 })
 }
+
+// A key held when a reload removes `order` stays held (a reload releases nothing): the status and
+// /metrics go on counting it, so the alert still fires and the operator finds it to skip.
+func TestAKeyHeldWhenOrderIsRemovedStaysInSight(t *testing.T) {
+	up := hooktest.NewUpstream(t)
+	up.Status.Store(http.StatusBadRequest)
+	addr := up.Listener.Addr().String()
+	tester := caddytest.NewTester(t)
+	tester.InitServer(gatewayConfig("orderoffheld", unusedUpstream, fastForward("billing", addr, "order header X-Order-Key", "max_attempts 1")), "caddyfile")
+	suffix := fmt.Sprint(time.Now().UnixNano())
+	head := "evt_orderoffheld_" + suffix
+	ev := typedEvent(t, head, "invoice.paid", "in_"+head, 1)
+	ev.Headers.Set("X-Order-Key", "k"+suffix)
+	hooktest.ExpectReply(t, head, send(t, tester.Client, ev), http.StatusAccepted, "")
+	hooktest.WaitFor(t, "the head dead", 10*time.Second, func() bool {
+		_, body := admin(t, http.MethodGet, "/hookgate/events/orderoffheld?dest=billing&id="+head)
+		return strings.Contains(body, `"holds":true`)
+	})
+
+	tester.InitServer(gatewayConfig("orderoffheld", unusedUpstream, fastForward("billing", addr, "max_attempts 1")), "caddyfile")
+	if status, body := admin(t, http.MethodGet, "/hookgate/status/orderoffheld?dest=billing"); status != http.StatusOK || !strings.Contains(body, `"held_keys":1`) {
+		t.Errorf("status after order was removed: %d %s, want the held key counted", status, body)
+	}
+	if got := scrape(t)[`hookgate_order_keys_held{destination="billing",route="orderoffheld"}`]; got != 1 {
+		t.Errorf("hookgate_order_keys_held after order was removed: %v, want 1", got)
+	}
+}
