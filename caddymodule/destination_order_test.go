@@ -189,3 +189,30 @@ func TestAKeyHeldWhenOrderIsRemovedStaysInSight(t *testing.T) {
 		t.Errorf("hookgate_order_keys_held after order was removed: %v, want 1", got)
 	}
 }
+
+// The status names the held keys and their dead heads (the first 10 by key), with the events
+// waiting behind each: the dead-letter page shows the oldest dead letters only, and a held head
+// may be behind many others, so this is where an alerted operator finds the ID to skip or replay.
+func TestStatusNamesTheHeldKeysAndTheirHeads(t *testing.T) {
+	up := hooktest.NewUpstream(t)
+	up.Status.Store(http.StatusBadRequest)
+	tester := caddytest.NewTester(t)
+	tester.InitServer(gatewayConfig("heldnames", unusedUpstream, fastForward("billing", up.Listener.Addr().String(), "order header X-Order-Key", "max_attempts 1")), "caddyfile")
+	suffix := fmt.Sprint(time.Now().UnixNano())
+	head, behind := "evt_heldnames_1_"+suffix, "evt_heldnames_2_"+suffix
+	send1 := func(id string) {
+		ev := typedEvent(t, id, "invoice.paid", "in_"+id, 1)
+		ev.Headers.Set("X-Order-Key", "k"+suffix)
+		hooktest.ExpectReply(t, id, send(t, tester.Client, ev), http.StatusAccepted, "")
+	}
+	send1(head)
+	hooktest.WaitFor(t, "the head dead", 10*time.Second, func() bool {
+		_, body := admin(t, http.MethodGet, "/hookgate/events/heldnames?dest=billing&id="+head)
+		return strings.Contains(body, `"holds":true`)
+	})
+	send1(behind)
+	want := fmt.Sprintf(`"held":[{"key":"k%s","head":"%s",`, suffix, head)
+	if status, body := admin(t, http.MethodGet, "/hookgate/status/heldnames?dest=billing"); status != http.StatusOK || !strings.Contains(body, want) || !strings.Contains(body, `"waiting":1}]`) {
+		t.Errorf("status: %d %s, want it to contain %s … \"waiting\":1", status, body, want)
+	}
+}
