@@ -184,21 +184,36 @@ type routeStatus struct {
 	Backlog int `json:"backlog"`
 	// MaxPending is the backlog at which new events are refused with 503.
 	MaxPending int `json:"max_pending"`
-	// HeldKeys is the number of keys held by a dead head, on an ordered destination only.
+	// HeldKeys is the number of keys held by a dead head, on an ordered destination, or on one
+	// that holds any (held before a reload removed its order).
 	HeldKeys *int `json:"held_keys,omitempty"`
+	// Held names the first heldListed held keys, by key, with their dead heads and the number of
+	// events waiting behind each: where an operator finds the ID to skip or replay.
+	Held []dedupe.HeldKey `json:"held,omitempty"`
 	rateView
 	// err says why the backlog could not be read; the rest holds.
 	err error
 }
+
+// heldListed is how many held keys the status names.
+const heldListed = 10
 
 // statusOf is the destination's state now.
 func statusOf(ctx context.Context, sender *pooledDeliverer) routeStatus {
 	cfg := sender.config()
 	backlog, err := sender.queue().Pending(ctx, sender.key.queue())
 	s := routeStatus{Status: sender.Status(), Backlog: backlog, MaxPending: cfg.MaxPending, err: err}
-	if sender.isOrdered() {
-		held, heldErr := sender.queue().CountHeld(ctx, sender.key.queue())
+	// An unordered destination may still have keys held from before a reload removed its order.
+	held, heldErr := sender.queue().CountHeld(ctx, sender.key.queue())
+	switch ordered := sender.isOrdered(); {
+	case ordered:
 		s.HeldKeys, s.err = &held, cmp.Or(s.err, heldErr)
+	case heldErr == nil && held > 0:
+		s.HeldKeys = &held
+	}
+	if heldErr == nil && held > 0 {
+		list, err := sender.queue().HeldKeys(ctx, sender.key.queue(), "", heldListed)
+		s.Held, s.err = list, cmp.Or(s.err, err)
 	}
 	if err == nil { // the drain time is unknown without the backlog
 		s.rateView = rateOf(cfg.Rate, backlog)

@@ -235,3 +235,85 @@ func TestALoneForwardOrdersByAJSONPath(t *testing.T) {
 	keyless := event("evt_json_keyless", `{"id":"in_keyless","updated":1}`)
 	hooktest.ExpectReply(t, "an event without the key", send(t, tester.Client, keyless), http.StatusBadRequest, "order key: JSON field data.object.customer is missing")
 }
+
+// A reload that removes `order` leaves the events already in a key's order waiting there (the
+// store keeps their order). One of them that dies afterwards must not hold its key: the
+// destination is unordered now, so nothing would show the held key (no held_keys in the status,
+// no hookgate_order_keys_held, no alert), and the events behind it would wait unseen for good.
+func TestRemovingOrderLetsALeftoverDeadEventsKeyGo(t *testing.T) {
+	up := hooktest.NewUpstream(t)
+	up.Status.Store(http.StatusServiceUnavailable)
+	addr := up.Listener.Addr().String()
+	tester := caddytest.NewTester(t)
+	tester.InitServer(gatewayConfig("orderoff", unusedUpstream, fastForward("billing", addr, "order header X-Order-Key", "max_attempts 1000")), "caddyfile")
+	suffix := fmt.Sprint(time.Now().UnixNano())
+	head, behind := "evt_orderoff_1_"+suffix, "evt_orderoff_2_"+suffix
+	for _, id := range []string{head, behind} {
+		ev := typedEvent(t, id, "invoice.paid", "in_"+id, 1)
+		ev.Headers.Set("X-Order-Key", "k"+suffix)
+		hooktest.ExpectReply(t, id, send(t, tester.Client, ev), http.StatusAccepted, "")
+	}
+	hooktest.WaitFor(t, "the head attempted", 10*time.Second, func() bool { return up.Count(head) >= 1 })
+
+	tester.InitServer(gatewayConfig("orderoff", unusedUpstream, fastForward("billing", addr, "max_attempts 1")), "caddyfile")
+	hooktest.WaitFor(t, "the head dead", 10*time.Second, func() bool {
+		_, body := admin(t, http.MethodGet, "/hookgate/events/orderoff?dest=billing&id="+head)
+		return strings.Contains(body, `"state":"dead"`)
+	})
+	up.Status.Store(http.StatusOK)
+	hooktest.WaitFor(t, "the event that waited behind it delivered", 10*time.Second, func() bool { return up.Count(behind) == 1 })
+}
+
+// A key held when a reload removes `order` stays held (a reload releases nothing): the status and
+// /metrics go on counting it, so the alert still fires and the operator finds it to skip.
+func TestAKeyHeldWhenOrderIsRemovedStaysInSight(t *testing.T) {
+	up := hooktest.NewUpstream(t)
+	up.Status.Store(http.StatusBadRequest)
+	addr := up.Listener.Addr().String()
+	tester := caddytest.NewTester(t)
+	tester.InitServer(gatewayConfig("orderoffheld", unusedUpstream, fastForward("billing", addr, "order header X-Order-Key", "max_attempts 1")), "caddyfile")
+	suffix := fmt.Sprint(time.Now().UnixNano())
+	head := "evt_orderoffheld_" + suffix
+	ev := typedEvent(t, head, "invoice.paid", "in_"+head, 1)
+	ev.Headers.Set("X-Order-Key", "k"+suffix)
+	hooktest.ExpectReply(t, head, send(t, tester.Client, ev), http.StatusAccepted, "")
+	hooktest.WaitFor(t, "the head dead", 10*time.Second, func() bool {
+		_, body := admin(t, http.MethodGet, "/hookgate/events/orderoffheld?dest=billing&id="+head)
+		return strings.Contains(body, `"holds":true`)
+	})
+
+	tester.InitServer(gatewayConfig("orderoffheld", unusedUpstream, fastForward("billing", addr, "max_attempts 1")), "caddyfile")
+	if status, body := admin(t, http.MethodGet, "/hookgate/status/orderoffheld?dest=billing"); status != http.StatusOK || !strings.Contains(body, `"held_keys":1`) {
+		t.Errorf("status after order was removed: %d %s, want the held key counted", status, body)
+	}
+	if got := scrape(t)[`hookgate_order_keys_held{destination="billing",route="orderoffheld"}`]; got != 1 {
+		t.Errorf("hookgate_order_keys_held after order was removed: %v, want 1", got)
+	}
+}
+
+// The status names the held keys and their dead heads (the first 10 by key), with the events
+// waiting behind each: the dead-letter page shows the oldest dead letters only, and a held head
+// may be behind many others, so this is where an alerted operator finds the ID to skip or replay.
+func TestStatusNamesTheHeldKeysAndTheirHeads(t *testing.T) {
+	up := hooktest.NewUpstream(t)
+	up.Status.Store(http.StatusBadRequest)
+	tester := caddytest.NewTester(t)
+	tester.InitServer(gatewayConfig("heldnames", unusedUpstream, fastForward("billing", up.Listener.Addr().String(), "order header X-Order-Key", "max_attempts 1")), "caddyfile")
+	suffix := fmt.Sprint(time.Now().UnixNano())
+	head, behind := "evt_heldnames_1_"+suffix, "evt_heldnames_2_"+suffix
+	send1 := func(id string) {
+		ev := typedEvent(t, id, "invoice.paid", "in_"+id, 1)
+		ev.Headers.Set("X-Order-Key", "k"+suffix)
+		hooktest.ExpectReply(t, id, send(t, tester.Client, ev), http.StatusAccepted, "")
+	}
+	send1(head)
+	hooktest.WaitFor(t, "the head dead", 10*time.Second, func() bool {
+		_, body := admin(t, http.MethodGet, "/hookgate/events/heldnames?dest=billing&id="+head)
+		return strings.Contains(body, `"holds":true`)
+	})
+	send1(behind)
+	want := fmt.Sprintf(`"held":[{"key":"k%s","head":"%s",`, suffix, head)
+	if status, body := admin(t, http.MethodGet, "/hookgate/status/heldnames?dest=billing"); status != http.StatusOK || !strings.Contains(body, want) || !strings.Contains(body, `"waiting":1}]`) {
+		t.Errorf("status: %d %s, want it to contain %s … \"waiting\":1", status, body, want)
+	}
+}

@@ -125,7 +125,9 @@ func (f *Forward) deliverConfig() (deliver.Config, error) {
 	for _, d := range f.Backoff {
 		cfg.Schedule = append(cfg.Schedule, time.Duration(d))
 	}
-	if f.OnDead == onDeadSkip {
+	// Without order, events still in a key's order from before a reload that removed it go on
+	// past one that dies: nothing of an unordered destination shows a held key.
+	if f.OnDead == onDeadSkip || f.Order == nil {
 		cfg.OnDead = dedupe.Skip
 	}
 	cfg = cfg.WithDefaults()

@@ -333,10 +333,9 @@ func collectDestination(ctx context.Context, ch chan<- prometheus.Metric, store 
 	if age, err := oldestPendingAge(ctx, store, queue, pending); err == nil {
 		ch <- prometheus.MustNewConstMetric(oldestPendingDesc, prometheus.GaugeValue, age.Seconds(), route, dest)
 	}
-	if sender.isOrdered() {
-		if held, err := store.CountHeld(ctx, queue); err == nil {
-			ch <- prometheus.MustNewConstMetric(keysHeldDesc, prometheus.GaugeValue, float64(held), route, dest)
-		}
+	// An unordered destination may still have keys held from before a reload removed its order.
+	if held, err := store.CountHeld(ctx, queue); err == nil && (held > 0 || sender.isOrdered()) {
+		ch <- prometheus.MustNewConstMetric(keysHeldDesc, prometheus.GaugeValue, float64(held), route, dest)
 	}
 }
 

@@ -94,6 +94,11 @@ type Deliverer struct {
 	heldBytes, maxHeld, bodyEstimate int64
 	// entitiesInWork holds the entities one of whose events is attempted or being recorded.
 	entitiesInWork map[string]bool
+	// awaitingEntity holds, by entity in work, the ordered events leased meanwhile: each is its
+	// key's head, made due by the outcome that ended the one before it, whose entity (often its
+	// own) is still being recorded. They start once it is (recorded), rather than being put
+	// back in the store for entityBusyDelay, which would pace such a key at one event a second.
+	awaitingEntity map[string][]leasedEvent
 	started        bool
 	stopped        bool
 	// Set by Start, for Stop: the lease loop's cancel and end, and the workers' context, which
@@ -122,6 +127,7 @@ func New(out dedupe.Outbox, namespace string, cfg Config, logger *zap.Logger) *D
 		idle:           make(chan func()),
 		starts:         startsOf(out),
 		entitiesInWork: make(map[string]bool),
+		awaitingEntity: make(map[string][]leasedEvent),
 		maxHeld:        maxHeldBytes,
 	}
 	d.current = newSettings(cfg, nil)
@@ -214,6 +220,13 @@ func (d *Deliverer) Stop(ctx context.Context) error {
 		next.lease.ctx.done()
 	}
 	d.ready = nil // left to their leases
+	for entity, waiting := range d.awaitingEntity {
+		for _, next := range waiting {
+			d.dropBody(next.ev)
+			next.lease.ctx.done()
+		}
+		delete(d.awaitingEntity, entity)
+	}
 	d.mu.Unlock()
 	if !running {
 		return nil

@@ -86,6 +86,13 @@ func (d *Deliverer) dispatch(now time.Time) {
 		}
 		ev := next.ev
 		entityBusy := ev.Entity != "" && d.entitiesInWork[ev.Entity]
+		if entityBusy && ev.OrderKey != "" {
+			// Its key's head, due since the outcome of the one before it, whose entity is still
+			// being recorded: it waits for that here (see awaitingEntity).
+			d.popReady()
+			d.awaitingEntity[ev.Entity] = append(d.awaitingEntity[ev.Entity], next)
+			continue
+		}
 		if !entityBusy {
 			if free, _ := d.health.slots(workers, d.attempting, now); free == 0 || !d.usePermit(now) {
 				break
@@ -215,6 +222,10 @@ func (d *Deliverer) recorded(entity string) {
 	d.recording--
 	if entity != "" {
 		delete(d.entitiesInWork, entity)
+		if waiting := d.awaitingEntity[entity]; len(waiting) > 0 {
+			delete(d.awaitingEntity, entity)
+			d.ready = append(waiting, d.ready...) // first: they waited longest
+		}
 	}
 	d.dispatch(time.Now())
 	d.mu.Unlock()
