@@ -14,8 +14,9 @@ import (
 	"github.com/hookgate/hookgate/internal/hooktest"
 )
 
-// The dead-letter page marks a dead letter that holds its key, counts the route's held keys, and
-// its Skip button lets the key's waiting events go on while the dead letter stays dead.
+// The dead-letter page marks a dead letter that holds its key, counts the route's held keys and
+// lists them with their dead letters and waiting events, and a Skip button lets the key's waiting
+// events go on while the dead letter stays dead.
 func TestDeadLetterPageShowsAndSkipsAHeldKey(t *testing.T) {
 	up := hooktest.NewUpstream(t)
 	up.Status.Store(http.StatusBadRequest) // the head dies at its first attempt
@@ -37,6 +38,7 @@ func TestDeadLetterPageShowsAndSkipsAHeldKey(t *testing.T) {
 	send1("evt_uihold_2")
 
 	const head = `#dead tr[data-id="evt_uihold_1"]`
+	const heldRow = `#held tr[data-id="evt_uihold_1"]`
 	heldCount := chromedp.TextContent(chromedp.CSS(`#routes tr[data-route="uiorder"] td.held-count`))
 	if err := chromedp.Do(browser,
 		chromedp.Navigate(startUIProxy(t)),
@@ -46,18 +48,23 @@ func TestDeadLetterPageShowsAndSkipsAHeldKey(t *testing.T) {
 	}
 	key, keyErr := chromedp.Run(browser, chromedp.TextContent(chromedp.CSS(head+` td.order-key`)))
 	held, heldErr := chromedp.Run(browser, heldCount)
-	if keyErr != nil || heldErr != nil {
-		t.Fatal(keyErr, heldErr)
+	listed, listedErr := chromedp.Run(browser, chromedp.TextContent(chromedp.CSS(heldRow)))
+	if keyErr != nil || heldErr != nil || listedErr != nil {
+		t.Fatal(keyErr, heldErr, listedErr)
 	}
 	if key != "holds cus_<b>42</b>" || held != "1" {
 		t.Errorf("order key cell %q, held keys %q: want the key, as text, marked held, and 1", key, held)
+	}
+	if !strings.HasPrefix(listed, "uiordercus_<b>42</b>evt_uihold_1") || !strings.HasSuffix(listed, "1Skip") {
+		t.Errorf("held keys row %q: want the key, its dead letter, one event waiting and Skip", listed)
 	}
 	if up.Count("evt_uihold_2") != 0 {
 		t.Fatal("the event behind the held head was delivered before the skip")
 	}
 
 	if err := chromedp.Do(browser,
-		chromedp.Click(chromedp.CSS(head+` button[data-action="skip"]`)),
+		chromedp.Click(chromedp.CSS(heldRow+` button[data-action="skip"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(heldRow)),
 		chromedp.WaitNotPresent(chromedp.CSS(head+` button[data-action="skip"]`)),
 		chromedp.WaitVisible(chromedp.CSS(head)),
 	); err != nil {
