@@ -23,11 +23,7 @@ import (
 // that Lease used to exceed Badger's limit on a transaction and fail every time, so nothing
 // was ever delivered.
 func TestThousandsOfWorkersDeliverEachEventOnceFromBadger(t *testing.T) {
-	store, err := badgerstore.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := openBadger(t)
 	const events, workers = 6000, 3000
 	acceptConcurrently(t, store, events)
 
@@ -160,4 +156,15 @@ func retryAndReplay(t *testing.T, store dedupe.Outbox) {
 	if n := d.Status().HeldBytes; n != 0 {
 		t.Errorf("with the event delivered, the deliverer still holds %d bytes of bodies", n)
 	}
+}
+
+// openBadger opens a Badger store in a temporary directory, closed when the test ends.
+func openBadger(t testing.TB) *badgerstore.Store {
+	t.Helper()
+	store, err := badgerstore.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return store
 }

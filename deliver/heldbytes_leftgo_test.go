@@ -14,7 +14,6 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/hookgate/hookgate/dedupe"
-	"github.com/hookgate/hookgate/dedupe/badgerstore"
 )
 
 // watchedLeaseOutbox hands out the store's events under leases that leave usable to wait
@@ -53,11 +52,7 @@ func (w *watchedLeaseOutbox) freed(id string) bool {
 // of the same Lease is still in flight (Badger hands the events of a Lease out together).
 func TestTheBodyOfAnEventLeftToItsLeaseIsFreedWhileAnotherOfItsLeaseIsInFlight(t *testing.T) {
 	t.Parallel()
-	store, err := badgerstore.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := openBadger(t)
 	body := strings.Repeat("x", 256<<10)
 	for i := range 2 {
 		ev := testEvent(fmt.Sprintf("evt_%d", i), body)

@@ -12,18 +12,13 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/hookgate/hookgate/dedupe"
-	"github.com/hookgate/hookgate/dedupe/badgerstore"
 )
 
 // An ordered destination's events of one key reach the upstream one at a time, in the order the
 // store accepted them, each carrying Hookgate-Sequence, and a failing attempt holds back its key
 // alone.
 func TestAnOrderedKeysEventsArriveInTheirOrder(t *testing.T) {
-	store, err := badgerstore.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := openBadger(t)
 	route := "orders"
 	queue := dedupe.QueueNamespace(route, "billing")
 	const perKey = 60
@@ -75,11 +70,7 @@ func TestAnOrderedKeysEventsArriveInTheirOrder(t *testing.T) {
 // deliveries: the next event, made due by the outcome that ends its head, is not met while the
 // head's entity still counts as in work, and postponed by a second (entityBusyDelay) every time.
 func TestAnOrderedKeyOfOneEntityIsNotPacedByTheEntityPostponement(t *testing.T) {
-	store, err := badgerstore.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := openBadger(t)
 	route := "orders"
 	queue := dedupe.QueueNamespace(route, "billing")
 	const keys, perKey = 10, 20
