@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -19,19 +20,22 @@ const benchSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 // tolerance, so a slow run never sends a stale timestamp.
 const maxPresignAge = 3 * time.Minute
 
-// eventFactory builds bench events: a JSON body of a fixed size that carries the event ID, and
-// the Standard Webhooks headers that sign it.
+// eventFactory builds bench events: a JSON body of a fixed size that carries the event ID (as
+// "id", where the presets that read the ID from the body look), and the headers that sign it in
+// the preset's scheme.
 type eventFactory struct {
 	scheme   verify.Config
-	template []byte // the body with a zero event ID
-	idOffset int    // where the ID starts in template
+	names    []string // the headers the scheme's signature sets, in sign's order
+	template []byte   // the body with a zero event ID
+	idOffset int      // where the ID starts in template
 }
 
-// newEventFactory makes bodies of bodySize bytes (or the smallest possible, if less).
-func newEventFactory(bodySize int) (*eventFactory, error) {
-	scheme, ok := verify.Preset("standard")
+// newEventFactory makes bodies of bodySize bytes (or the smallest possible, if less), signed as
+// preset's provider signs them.
+func newEventFactory(preset string, bodySize int) (*eventFactory, error) {
+	scheme, ok := verify.Preset(preset)
 	if !ok {
-		return nil, fmt.Errorf("verify has no standard preset")
+		return nil, fmt.Errorf("verify has no preset %q", preset)
 	}
 	head := `{"id":"`
 	tail := `","type":"bench.event","data":{"pad":"`
@@ -44,7 +48,19 @@ func newEventFactory(bodySize int) (*eventFactory, error) {
 		template = append(template, 'x')
 	}
 	template = append(template, end...)
-	return &eventFactory{scheme: scheme, template: template, idOffset: len(head)}, nil
+	f := &eventFactory{scheme: scheme, template: template, idOffset: len(head)}
+	h, err := verify.Sign(scheme, benchSecret, eventID(0), time.Now(), f.body(0))
+	if err != nil {
+		return nil, fmt.Errorf("signing in the %s scheme: %w", preset, err)
+	}
+	for name, values := range h {
+		if len(values) != 1 {
+			return nil, fmt.Errorf("the %s scheme sets %d values of %s: the bench sends one", preset, len(values), name)
+		}
+		f.names = append(f.names, name)
+	}
+	slices.Sort(f.names)
+	return f, nil
 }
 
 // body returns a fresh copy of the body of event seq.
@@ -55,13 +71,17 @@ func (f *eventFactory) body(seq uint64) []byte {
 	return b
 }
 
-// sign returns event seq's signature header value and timestamp, signed at at.
-func (f *eventFactory) sign(seq uint64, at time.Time) (signature, timestamp string, err error) {
+// sign returns the values of event seq's signed headers (f.names), signed at at.
+func (f *eventFactory) sign(seq uint64, at time.Time) ([]string, error) {
 	h, err := verify.Sign(f.scheme, benchSecret, eventID(seq), at, f.body(seq))
 	if err != nil {
-		return "", "", err
+		return nil, err
 	}
-	return h.Get("Webhook-Signature"), h.Get("Webhook-Timestamp"), nil
+	values := make([]string, len(f.names))
+	for i, name := range f.names {
+		values[i] = h.Get(name)
+	}
+	return values, nil
 }
 
 // eventSource hands out events with consecutive sequence numbers, each signed once. The first
@@ -71,8 +91,7 @@ type eventSource struct {
 	factory     *eventFactory
 	limit       uint64 // events to hand out; 0 = no limit
 	orderKeys   uint64 // events go round-robin to this many order keys (orderKeyHeader); 0 = none
-	presigned   []string
-	presignedTS string
+	presigned   [][]string
 	presignedAt time.Time
 
 	next   atomic.Uint64
@@ -82,21 +101,20 @@ type eventSource struct {
 // presign signs events 0..n-1 using every CPU, and says how long it took.
 func (s *eventSource) presign(n int) (time.Duration, error) {
 	start := time.Now()
-	s.presigned = make([]string, n)
+	s.presigned = make([][]string, n)
 	s.presignedAt = start
-	s.presignedTS = strconv.FormatInt(start.Unix(), 10)
 	var wg sync.WaitGroup
 	var firstErr atomic.Value
 	workers := runtime.GOMAXPROCS(0)
 	for w := range workers {
 		wg.Go(func() {
 			for i := w; i < n; i += workers {
-				sig, ts, err := s.factory.sign(uint64(i), start)
-				if err != nil || ts != s.presignedTS {
-					firstErr.CompareAndSwap(nil, fmt.Errorf("presign %d: %v (timestamp %q)", i, err, ts))
+				values, err := s.factory.sign(uint64(i), start)
+				if err != nil {
+					firstErr.CompareAndSwap(nil, fmt.Errorf("presign %d: %w", i, err))
 					return
 				}
-				s.presigned[i] = sig
+				s.presigned[i] = values
 			}
 		})
 	}
@@ -120,21 +138,20 @@ func (s *eventSource) take() (seq uint64, header http.Header, body []byte, ok bo
 	if s.limit > 0 && seq >= s.limit {
 		return seq, nil, nil, false
 	}
-	var signature, timestamp string
+	var values []string
 	if seq < uint64(len(s.presigned)) && time.Since(s.presignedAt) < maxPresignAge {
-		signature, timestamp = s.presigned[seq], s.presignedTS
+		values = s.presigned[seq]
 	} else {
 		var err error
-		if signature, timestamp, err = s.factory.sign(seq, time.Now()); err != nil {
-			panic(err) // the scheme and secret are constants: this cannot fail at run time
+		if values, err = s.factory.sign(seq, time.Now()); err != nil {
+			panic(err) // the scheme signed event 0 at start: it cannot fail now
 		}
 		s.inline.Add(1)
 	}
-	header = http.Header{
-		"Content-Type":      {"application/json"},
-		"Webhook-Id":        {eventID(seq)},
-		"Webhook-Timestamp": {timestamp},
-		"Webhook-Signature": {signature},
+	header = make(http.Header, len(values)+2)
+	header["Content-Type"] = []string{"application/json"}
+	for i, name := range s.factory.names {
+		header[name] = []string{values[i]}
 	}
 	if s.orderKeys > 0 {
 		header.Set(orderKeyHeader, strconv.FormatUint(seq%s.orderKeys, 10))

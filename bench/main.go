@@ -53,6 +53,8 @@ type options struct {
 	versionTTL      time.Duration
 	memoryLimit     int64
 
+	// preset is the scheme every request is signed in and every hookgate route verifies.
+	preset string
 	// pin is the CPU list Caddy runs on (-pin); pinned is what pinBench made of it.
 	pin    string
 	pinned *pinning
@@ -86,9 +88,14 @@ func parseFlags() options {
 	flag.BoolVar(&o.entityPerEvent, "entity-per-event", false, "ledger mode: during the disk-growth check, give each event its own entity (version header Webhook-Id header Webhook-Timestamp), so the ledger keeps a version per event")
 	flag.DurationVar(&o.versionTTL, "version-ttl", 0, "ledger mode: version_ttl during the disk-growth check with -entity-per-event (0 = the route's default, 720h)")
 	flag.Int64Var(&o.memoryLimit, "memory-limit", 0, "ledger mode: run Caddy in a memory cgroup capped at this many MiB, as an edge container would be (Linux, root; 0 = no cap)")
+	flag.StringVar(&o.preset, "preset", "standard", "the scheme the requests are signed in and the hookgate configs verify (a preset that signs neither the URL nor the method, e.g. standard or stripe)")
 	flag.StringVar(&o.pin, "pin", "", "run Caddy on these CPUs (a list such as 0 or 0-1), and the bench's load client, its sink and redis-server on the others, so Caddy's CPU per request is its own (taskset)")
 	flag.Parse()
 	o.memoryLimit <<= 20
+	if o.entityPerEvent && o.preset != "standard" {
+		fatalf("-entity-per-event reads the Standard Webhooks headers: it needs -preset standard")
+	}
+	benchPreset = o.preset
 	if o.sink != "bench" && o.sink != sinkCaddy {
 		fatalf("-sink must be bench or %s, not %q", sinkCaddy, o.sink)
 	}
@@ -100,7 +107,7 @@ func main() {
 	if _, err := os.Stat(o.caddy); err != nil {
 		fatalf("no Caddy binary at %s (build it with ./xcaddy.sh build): %v", o.caddy, err)
 	}
-	factory, err := newEventFactory(o.bodySize)
+	factory, err := newEventFactory(o.preset, o.bodySize)
 	if err != nil {
 		fatalf("%v", err)
 	}
@@ -109,8 +116,8 @@ func main() {
 			fatalf("%v", err)
 		}
 	}
-	fmt.Printf("<!-- %s; GOMAXPROCS of the client %d; %s; load average before: %s -->\n\n",
-		time.Now().Format(time.RFC3339), runtime.GOMAXPROCS(0), o.pinned, loadAverage())
+	fmt.Printf("<!-- %s; GOMAXPROCS of the client %d; %s; requests signed in the %s scheme; load average before: %s -->\n\n",
+		time.Now().Format(time.RFC3339), runtime.GOMAXPROCS(0), o.pinned, o.preset, loadAverage())
 	if o.ledger {
 		err = runLedgerMode(o, factory)
 	} else {

@@ -27,9 +27,12 @@ type benchConfig struct {
 	orderKeys int
 }
 
+// benchPreset is the preset every hookgate config verifies (-preset), set once at start.
+var benchPreset = "standard"
+
 // hookgateBlock is the hookgate directive every hookgate config uses; extra goes inside it.
 func hookgateBlock(extra string) string {
-	return "hookgate {\n\tpreset standard\n\tsecret " + benchSecret + "\n\tname bench\n" + extra + "}\n"
+	return "hookgate {\n\tpreset " + benchPreset + "\n\tsecret " + benchSecret + "\n\tname bench\n" + extra + "}\n"
 }
 
 // syncHandlers and asyncHandlers are hookgate-sync's and hookgate-async's handlers, on either store.
