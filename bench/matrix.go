@@ -162,10 +162,11 @@ type configResult struct {
 	redisCPU          time.Duration // redis-server's CPU time during the window (redis configs)
 	sinkCPU           time.Duration // the sink Caddy's CPU time during the window (-sink caddy)
 	caddyErrors       []string
-	backlog           backlogPeak // async: the largest backlog the admin API showed
-	round             int         // 1-based
-	machine           cpuShare    // the machine's steal and iowait during the window
-	delivery          delivery    // async: what became of the events acknowledged in the window
+	backlog           backlogPeak   // async: the largest backlog the admin API showed
+	round             int           // 1-based
+	machine           cpuShare      // the machine's steal and iowait during the window
+	delivery          delivery      // async: what became of the events acknowledged in the window
+	diskSyncP99       time.Duration // the ledger disk's fdatasync p99 just before the load (probeSync)
 }
 
 // runMatrix runs the selected configs one after another and prints the tables, then the
@@ -256,6 +257,9 @@ func runConfig(o options, c benchConfig, source *eventSource) (configResult, err
 	defer p.stop()
 	time.Sleep(time.Second) // let start-up work settle before reading idle RSS
 	res.idleRSS = p.rss()
+	if _, res.diskSyncP99, err = probeSync(p.root); err != nil {
+		return res, err
+	}
 
 	if o.cpuProfile != "" && c.hookgate {
 		go profileDuringWindow(o, p, filepath.Join(o.cpuProfile, c.name+".pprof"))
