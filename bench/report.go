@@ -56,6 +56,7 @@ func printNotes(o options, r configResult) {
 	if r.round > 0 {
 		prefix = fmt.Sprintf("round %d, %s", r.round, r.name)
 	}
+	fmt.Printf("- %s: the ledger disk's fdatasync p99 just before the load, %s ms (%d synced 4 KiB writes).\n", prefix, millis(r.diskSyncP99), syncProbeWrites)
 	if r.async {
 		fmt.Printf("- %s delivery: %d events acknowledged (202, warmup included); the sink had %d distinct when the load stopped, %d after waiting %v (limit %v); %d redeliveries (Hookgate-Attempt > 1).\n",
 			prefix, r.load.total2xx, r.sinkAtEnd, r.sinkAfterDrain, r.drainTook.Round(10*time.Millisecond), o.drainWait, r.sinkRetries)
@@ -63,8 +64,12 @@ func printNotes(o options, r configResult) {
 		fmt.Printf("- %s backlog: %s; %d answers 503 in the measured window.\n", prefix, r.backlog, r.load.non2xx[503])
 	}
 	if r.redisCPU > 0 {
-		fmt.Printf("- %s: redis-server used %s µs of CPU per request in the measured window (on the same cores as Caddy and the bench).\n",
-			prefix, perRequest(r.redisCPU, r.load.requests))
+		where := "on the same cores as Caddy and the bench"
+		if o.pinned != nil {
+			where = "on the bench's CPU, off Caddy's"
+		}
+		fmt.Printf("- %s: redis-server used %s µs of CPU per request in the measured window (%s).\n",
+			prefix, perRequest(r.redisCPU, r.load.requests), where)
 	}
 	if r.sinkCPU > 0 {
 		fmt.Printf("- %s: the sink Caddy used %s µs of CPU in the measured window per request this config answered in it.\n", prefix, perRequest(r.sinkCPU, r.load.requests))
