@@ -95,7 +95,14 @@ func (c *collector) close() {
 // request for as long as the rewrite took: 10-85 ms with the ledger in the
 // page cache, but 20-30 s for one 8 MiB file in a 150 MiB memory cgroup with a
 // million events queued, each lookup faulting table pages back from disk.
+//
+// That start reads every table's index (DB.MaxVersion lists the tables), from
+// the mapped files. Under a memory cap their pages may have been evicted, and
+// faulting a few hundred of them back took seconds, with the committer kept
+// out: so they are read first, outside it (DB.Tables, which takes no lock the
+// writer takes), and the start finds them in memory.
 func (b *Store) collectGarbage() error {
+	b.db.Tables()
 	return b.commits.exclusiveStart(func() error { return b.db.RunValueLogGC(gcDiscardRatio) }, b.rewriting)
 }
 
