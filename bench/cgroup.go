@@ -131,3 +131,15 @@ func (cg *memoryCgroup) number(file, key string) int64 {
 func (cg *memoryCgroup) remove() {
 	_ = os.Remove(cg.dir)
 }
+
+// usage is ", cgroup anon N MiB, page cache N MiB, N major faults" from memory.stat, or "" without a
+// cgroup: the cap's split between the heap and Badger's files, and how often a page came back
+// from disk.
+func (cg *memoryCgroup) usage() string {
+	if cg == nil {
+		return ""
+	}
+	anon, cache := cg.number("memory.stat", cg.file("total_rss", "anon")), cg.number("memory.stat", cg.file("total_cache", "file"))
+	faults := cg.number("memory.stat", cg.file("total_pgmajfault", "pgmajfault"))
+	return fmt.Sprintf(", cgroup anon %s MiB, page cache %s MiB, %d major faults", mib(anon), mib(cache), faults)
+}

@@ -38,7 +38,15 @@ func runLedgerMode(o options, factory *eventFactory) error {
 
 // runBulkEvents pushes o.events events (at most o.maxTime) into a fresh ledger with default TTLs.
 func runBulkEvents(o options, factory *eventFactory, c benchConfig) error {
-	fmt.Printf("### %d events through %s (default dedupe_ttl 72h, keep 24h)\n\n", o.events, c.name)
+	down := ""
+	switch {
+	case !c.async || o.upstreamDown == 0:
+	case o.upstreamDown < 0 || o.upstreamDown >= o.events:
+		down = ", the upstream down (503) until the last is acknowledged"
+	default:
+		down = fmt.Sprintf(", the upstream down (503) until %d are acknowledged", o.upstreamDown)
+	}
+	fmt.Printf("### %d events through %s (default dedupe_ttl 72h, keep 24h%s)\n\n", o.events, c.name, down)
 	stream, err := startStream(o, c, c.handlers)
 	if err != nil {
 		return err
@@ -46,7 +54,13 @@ func runBulkEvents(o options, factory *eventFactory, c benchConfig) error {
 	defer stream.close()
 	source := &eventSource{factory: factory, limit: uint64(o.events)}
 	progressf("%s: pushing %d events, concurrency %d, at most %v", c.name, o.events, o.concurrency, o.maxTime)
-	res, samples := stream.run(o, loadPlan{concurrency: o.concurrency, duration: o.maxTime, source: source})
+	stream.sink.down.Store(down != "")
+	plan := loadPlan{concurrency: o.concurrency, duration: o.maxTime, source: source, counters: new(loadCounters)}
+	if down != "" && o.upstreamDown > 0 {
+		go upWhenAcknowledged(stream.sink, plan.counters, int64(o.upstreamDown))
+	}
+	res, samples := stream.run(o, plan)
+	stream.sink.down.Store(false)
 	afterLoadRSS, afterLoadDisk := stream.proc.rss(), mustDiskUsage(stream.proc.ledgerDir())
 	deliveredDuringLoad := stream.sink.distinct.Load()
 	delivered, drainTook := deliveredDuringLoad, time.Duration(0)
@@ -64,6 +78,8 @@ func runBulkEvents(o options, factory *eventFactory, c benchConfig) error {
 		{"events accepted (2xx)", fmt.Sprint(res.total2xx)},
 		{"failures", failureText(res)},
 		{"load took", fmt.Sprintf("%.0f s (%.0f events/s, p50 %s ms, p99 %s ms)", res.window.Seconds(), res.throughput(), millis(res.p50), millis(res.p99))},
+		{"longest silence: no answer of any status", fmt.Sprintf("%s ms (each request timing out after %v)", millis(time.Duration(stream.counters.silence.Load())), o.requestTimeout)},
+		{"longest request, answered or timed out", millis(time.Duration(stream.counters.slowest.Load())) + " ms"},
 		{"RSS idle, before any event", stream.idleRSS.String() + " MiB"},
 		{"RSS right after the load", afterLoadRSS.String() + " MiB"},
 		{"RSS after the drain wait", afterDrainRSS.String() + " MiB"},
@@ -88,6 +104,17 @@ func runBulkEvents(o options, factory *eventFactory, c benchConfig) error {
 	printSamples(samples)
 	stream.printCaddyErrors(c.name)
 	return nil
+}
+
+// upWhenAcknowledged brings a down sink up once n events are acknowledged, or the load ends
+// (s is up again).
+func upWhenAcknowledged(s *sink, counters *loadCounters, n int64) {
+	for counters.ok2xx.Load() < n && s.down.Load() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if s.down.Swap(false) {
+		progressf("%d events acknowledged: the upstream is up", counters.ok2xx.Load())
+	}
 }
 
 // runGrowth streams events for o.growthDuration into a ledger whose records expire after
@@ -157,6 +184,8 @@ type stream struct {
 	cgroup  *memoryCgroup // nil without -memory-limit
 	idleRSS residentSet
 	target  *url.URL
+	// counters are the last run's.
+	counters *loadCounters
 }
 
 // startStream starts a sink and a Caddy running handlers in front of it.
@@ -195,14 +224,18 @@ func (s *stream) capText(limit int64) string {
 		alive = "**exited**"
 	default:
 	}
-	return fmt.Sprintf("%s MiB: peak charged %s MiB (anonymous memory and page cache), OOM kills %d, Caddy %s",
-		mib(limit), mib(s.cgroup.peak()), s.cgroup.oomKills(), alive)
+	return fmt.Sprintf("%s MiB: peak charged %s MiB (anonymous memory and page cache), OOM kills %d, Caddy %s; at the end%s",
+		mib(limit), mib(s.cgroup.peak()), s.cgroup.oomKills(), alive, s.cgroup.usage())
 }
 
 // run runs plan against the stream's Caddy, sampling every o.sampleEvery.
 func (s *stream) run(o options, plan loadPlan) (loadResult, []sample) {
 	plan.target = s.target
-	plan.counters = new(loadCounters)
+	plan.timeout = o.requestTimeout
+	if plan.counters == nil {
+		plan.counters = new(loadCounters)
+	}
+	s.counters = plan.counters
 	start := time.Now()
 	done := make(chan struct{})
 	var samples []sample
@@ -219,8 +252,8 @@ func (s *stream) run(o options, plan loadPlan) (loadResult, []sample) {
 			smp := sample{elapsed: time.Since(start), accepted: plan.counters.ok2xx.Load(), failed: plan.counters.failed.Load(),
 				rss: s.proc.rss(), disk: mustDiskUsage(s.proc.ledgerDir())}
 			samples = append(samples, smp)
-			progressf("%v: %d accepted, %d failed, RSS %v MiB, ledger %s MiB (vlog %s in %d files, sst %s)", smp.elapsed.Round(time.Second),
-				smp.accepted, smp.failed, smp.rss, mib(smp.disk.total), mib(smp.disk.vlog), smp.disk.vlogFiles, mib(smp.disk.sst))
+			progressf("%v: %d accepted, %d failed, %d delivered, longest silence %s ms, RSS %v MiB, ledger %s MiB (vlog %s in %d files, sst %s)%s", smp.elapsed.Round(time.Second),
+				smp.accepted, smp.failed, s.sink.distinct.Load(), millis(time.Duration(plan.counters.silence.Load())), smp.rss, mib(smp.disk.total), mib(smp.disk.vlog), smp.disk.vlogFiles, mib(smp.disk.sst), s.cgroup.usage())
 		}
 	})
 	res := runLoad(plan)

@@ -24,6 +24,9 @@ type loadPlan struct {
 	duration    time.Duration
 	rate        float64
 	source      *eventSource
+	// timeout bounds each request (0 = newClient's 30 s); one that times out is a failure and
+	// its worker sends the next.
+	timeout time.Duration
 	// counters, if set, is updated live (for progress sampling).
 	counters *loadCounters
 }
@@ -31,6 +34,26 @@ type loadPlan struct {
 // loadCounters count every request of a load, warmup included.
 type loadCounters struct {
 	sent, ok2xx, failed atomic.Int64
+	// lastAnswer is when Caddy last completed a request with any status (unix nanos; the load's
+	// start before the first), silence the longest time without one so far, and slowest the
+	// longest single request, answered or not (nanoseconds).
+	lastAnswer, silence, slowest atomic.Int64
+}
+
+// answered notes an answer (any status) completed at t, ending any silence before it.
+func (c *loadCounters) answered(t time.Time) {
+	n := t.UnixNano()
+	for old := c.lastAnswer.Load(); n > old; old = c.lastAnswer.Load() {
+		if c.lastAnswer.CompareAndSwap(old, n) {
+			storeMax(&c.silence, n-old)
+			return
+		}
+	}
+}
+
+// silentUntil extends the longest silence to end, for a silence the load ended in.
+func (c *loadCounters) silentUntil(end time.Time) {
+	storeMax(&c.silence, end.UnixNano()-c.lastAnswer.Load())
 }
 
 // loadResult describes the measured window of a load.
@@ -90,12 +113,16 @@ type workerLog struct {
 // runLoad runs plan against its target and summarises the measured window.
 func runLoad(plan loadPlan) loadResult {
 	client := newClient(plan.concurrency)
+	if plan.timeout > 0 {
+		client.Timeout = plan.timeout
+	}
 	defer client.CloseIdleConnections()
 	counters := plan.counters
 	if counters == nil {
 		counters = new(loadCounters)
 	}
 	start := time.Now()
+	counters.lastAnswer.Store(start.UnixNano())
 	windowStart := start.Add(plan.warmup)
 	windowEnd := windowStart.Add(plan.duration)
 	ctx, cancel := context.WithDeadline(context.Background(), windowEnd)
@@ -125,6 +152,10 @@ func runLoad(plan loadPlan) loadResult {
 				counters.sent.Add(1)
 				status, err := send(client, plan.target, header, body)
 				done := time.Now()
+				storeMax(&counters.slowest, done.Sub(sent).Nanoseconds())
+				if err == nil {
+					counters.answered(done)
+				}
 				if err == nil && status/100 == 2 {
 					counters.ok2xx.Add(1)
 				} else {
@@ -150,6 +181,7 @@ func runLoad(plan loadPlan) loadResult {
 		})
 	}
 	wg.Wait()
+	counters.silentUntil(time.Now())
 	return summarise(logs, windowStart, time.Unix(0, lastDone.Load()), counters.ok2xx.Load())
 }
 

@@ -52,6 +52,8 @@ type options struct {
 	entityPerEvent  bool
 	versionTTL      time.Duration
 	memoryLimit     int64
+	upstreamDown    int
+	requestTimeout  time.Duration
 
 	// preset is the scheme every request is signed in and every hookgate route verifies.
 	preset string
@@ -88,6 +90,8 @@ func parseFlags() options {
 	flag.BoolVar(&o.entityPerEvent, "entity-per-event", false, "ledger mode: during the disk-growth check, give each event its own entity (version header Webhook-Id header Webhook-Timestamp), so the ledger keeps a version per event")
 	flag.DurationVar(&o.versionTTL, "version-ttl", 0, "ledger mode: version_ttl during the disk-growth check with -entity-per-event (0 = the route's default, 720h)")
 	flag.Int64Var(&o.memoryLimit, "memory-limit", 0, "ledger mode: run Caddy in a memory cgroup capped at this many MiB, as an edge container would be (Linux, root; 0 = no cap)")
+	flag.IntVar(&o.upstreamDown, "upstream-down", 0, "ledger mode: the sink answers 503 (Retry-After: 1) to every delivery until this many events are acknowledged, and 200 from then on, so the async backlog grows to it and then drains while the rest arrive (-1 = until the load ends; 0 = never down)")
+	flag.DurationVar(&o.requestTimeout, "request-timeout", 10*time.Second, "ledger mode: each request's timeout; one that times out is a failure, its worker sends the next, and it counts in the longest silence")
 	flag.StringVar(&o.preset, "preset", "standard", "the scheme the requests are signed in and the hookgate configs verify (a preset that signs neither the URL nor the method, e.g. standard or stripe)")
 	flag.StringVar(&o.pin, "pin", "", "run Caddy on these CPUs (a list such as 0 or 0-1), and the bench's load client, its sink and redis-server on the others, so Caddy's CPU per request is its own (taskset)")
 	flag.Parse()

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -28,6 +29,9 @@ type sink struct {
 	arrivals
 	server   *http.Server
 	listener net.Listener
+	// down makes the sink an upstream that is down: it answers every request 503 with
+	// Retry-After: 1 and records nothing.
+	down atomic.Bool
 }
 
 // startSink listens on a free loopback port and serves until close.
@@ -49,9 +53,14 @@ func (s *sink) received() *arrivals { return &s.arrivals }
 
 func (s *sink) cpuTime() time.Duration { return 0 }
 
-// ServeHTTP drains the body, notes the event and answers 200 with an empty body.
+// ServeHTTP drains the body, notes the event and answers 200 with an empty body (503 while down).
 func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, r.Body)
+	if s.down.Load() {
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
 	id := r.Header.Get("Hookgate-Event-Id")
 	if id == "" {
 		id = r.Header.Get("Webhook-Id")

@@ -33,9 +33,9 @@ var errClosed = errors.New("store is closed")
 //
 // Being the only writer also makes every read-check-write atomic without
 // conflict detection: no other write can come between a request's reads and
-// its writes. (Badger's value-log GC writes too, between groups (gc.go), and
-// only moves values it keeps, under their old versions; it changes nothing a
-// request reads.)
+// its writes. (Badger's value-log GC writes too, beside the groups once a
+// rewrite has started (gc.go), and only moves values it keeps, under their old
+// versions; it changes nothing a request reads.)
 //
 // A group is applied only after the previous one's commit returned: Badger
 // makes a new transaction wait for every commit in flight anyway, so that
@@ -138,6 +138,36 @@ func (c *committer) exclusive(fn func() error) error {
 	c.writing.Lock()
 	defer c.writing.Unlock()
 	return fn()
+}
+
+// startPoll is how often exclusiveStart checks whether fn is past its start.
+const startPoll = 500 * time.Microsecond
+
+// exclusiveStart runs fn with the committer kept out until started reports true
+// (polled every startPoll) or fn returns, whichever comes first; groups are then
+// applied and committed beside the rest of fn. A nil started keeps the committer
+// out for all of fn, as exclusive does.
+func (c *committer) exclusiveStart(fn func() error, started func() bool) error {
+	if started == nil {
+		return c.exclusive(fn)
+	}
+	c.writing.Lock()
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	tick := time.NewTicker(startPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			c.writing.Unlock()
+			return err
+		case <-tick.C:
+			if started() {
+				c.writing.Unlock()
+				return <-done
+			}
+		}
+	}
 }
 
 // close refuses new requests, waits until the queued ones are committed (so

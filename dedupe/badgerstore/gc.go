@@ -2,8 +2,11 @@ package badgerstore
 
 import (
 	"errors"
+	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -78,15 +81,44 @@ func (c *collector) close() {
 
 // collectGarbage rewrites at most one value-log file that qualifies, or
 // returns badger.ErrNoRewrite (or ErrRejected while another runs), with the
-// committer kept out: a rewrite reads the newest version in the memtable
-// (DB.MaxVersion) under a lock Badger's writer does not take when it sets
-// it, a data race. Between groups no write is in flight, and the lock of
-// exclusive orders the rewrite's read after the last commit's write. Commits
-// queue meanwhile: for a rewrite, 10-25 ms for a file of delivered bodies and
-// up to ~85 ms for one still 45% live (measured on a shared 2-core VM); a
-// call that finds no file to rewrite only reads Badger's discard statistics
-// (µs). The collector's next call waits behind the committer, which has
-// waited longer (sync.Mutex hands over to a waiter after 1 ms).
+// committer kept out while the rewrite starts: it reads the newest version in
+// the memtable (DB.MaxVersion) under a lock Badger's writer does not take when
+// it sets it, a data race. Between groups no write is in flight, and the lock
+// of exclusiveStart orders that read after the last commit's write.
+//
+// Only the start: the committer goes on once the rewrite has set Badger's
+// flag that it is in flight (rewriteFlag), which it does right after that
+// read. The rest of a rewrite, a lookup in the LSM tree for each value in the
+// file and the write-back of the live ones, runs beside the commits, as Badger
+// means it to (its write-back keeps each value's old version, so it changes
+// nothing a request reads). Holding the committer for all of it stalled every
+// request for as long as the rewrite took: 10-85 ms with the ledger in the
+// page cache, but 20-30 s for one 8 MiB file in a 150 MiB memory cgroup with a
+// million events queued, each lookup faulting table pages back from disk.
+//
+// That start reads every table's index (DB.MaxVersion lists the tables), from
+// the mapped files. Under a memory cap their pages may have been evicted, and
+// faulting a few hundred of them back holds the committer out meanwhile: so
+// they are read first, outside it (DB.Tables, which takes no lock the writer
+// takes), for the start to find them in memory if the page cache keeps them
+// that long. With 350 tables under a 150 MiB cap while a drain read bodies
+// back, it did not always: goroutine dumps still caught the start faulting
+// them, and requests went up to 0.9 s unanswered during a minute of rewrites.
 func (b *Store) collectGarbage() error {
-	return b.commits.exclusive(func() error { return b.db.RunValueLogGC(gcDiscardRatio) })
+	b.db.Tables()
+	return b.commits.exclusiveStart(func() error { return b.db.RunValueLogGC(gcDiscardRatio) }, b.rewriting)
+}
+
+// rewriteFlag is Badger's own record that a value-log rewrite is in flight
+// (DB.gcActive, set once the rewrite has read DB.MaxVersion and cleared when it
+// returns), or nil if this Badger has none, when collectGarbage keeps the
+// committer out for the whole rewrite. Badger does not export it; it is read
+// with atomic loads, as Badger's compactions read it, which also order the
+// rewrite's read of MaxVersion before the commits that follow.
+func rewriteFlag(db *badger.DB) *atomic.Bool {
+	f := reflect.ValueOf(db).Elem().FieldByName("gcActive")
+	if !f.IsValid() || f.Type() != reflect.TypeFor[atomic.Bool]() {
+		return nil
+	}
+	return (*atomic.Bool)(unsafe.Pointer(f.UnsafeAddr()))
 }

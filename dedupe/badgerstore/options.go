@@ -56,11 +56,12 @@ func badgerOptions(dir string) badger.Options {
 		// where the kernel can reclaim them.
 		WithCompression(options.None).
 		WithBlockCacheSize(0).
-		// Table indexes and bloom filters (about 10 bits a key) live in a
-		// bounded cache instead of all on the heap, so the ledger's memory
-		// does not grow with the number of keys; 4 MiB holds the filters of
-		// a few million keys.
-		WithIndexCacheSize(4 << 20).
+		// No index cache either: Badger reads an unencrypted table's index
+		// and bloom filter (about 10 bits a key) straight from the mapped
+		// file, and uses the cache only for encrypted tables. They are page
+		// cache, not heap: about 8 bytes per event in the ledger, read on
+		// every lookup (docs/operations.md, "Sizing memory for a backlog").
+		WithIndexCacheSize(0).
 		// Ledger records are a few bytes and stay in the LSM tree; queued
 		// bodies of a KiB or more go to the value log, which the collector
 		// (gc.go) reclaims. Smaller value-log files are mapped in less

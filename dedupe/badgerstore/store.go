@@ -30,6 +30,9 @@ type Store struct {
 	// everything (failure.go).
 	failed *failure
 	gc     *collector
+	// rewriting reports whether a value-log rewrite is past its start (gc.go);
+	// nil if this Badger does not say.
+	rewriting func() bool
 	// commits is the only writer (commit.go).
 	commits *committer
 	// leasing holds a one-slot channel per namespace, the turn to Lease.
@@ -81,6 +84,9 @@ func openBadger(dir string, previous *Store) (*Store, error) {
 		return nil, fmt.Errorf("dedupe: open %s: %w", dir, lockError(err))
 	}
 	b := &Store{db: db, dir: dir, failed: failed, claims: &claimTable{}, leases: &leaseTable{}, clock: time.Now}
+	if flag := rewriteFlag(db); flag != nil {
+		b.rewriting = flag.Load
+	}
 	b.commits = startCommitter(db, failed, b.settled)
 	if previous != nil {
 		b.claims, b.leases = previous.claims, previous.leases
