@@ -104,7 +104,13 @@ func (c *collector) close() {
 // that long. With 350 tables under a 150 MiB cap while a drain read bodies
 // back, it did not always: goroutine dumps still caught the start faulting
 // them, and requests went up to 0.9 s unanswered during a minute of rewrites.
+//
+// One rewrite at a time, and never beside Reclaim's prefix drop (rewrites):
+// once started, a rewrite writes beside the committer, and a drop swaps the
+// memtable a write-back may be writing into.
 func (b *Store) collectGarbage() error {
+	b.rewrites.Lock()
+	defer b.rewrites.Unlock()
 	b.db.Tables()
 	return b.commits.exclusiveStart(func() error { return b.db.RunValueLogGC(gcDiscardRatio) }, b.rewriting)
 }

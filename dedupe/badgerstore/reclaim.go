@@ -36,7 +36,10 @@ func (b *Store) Reclaim(ctx context.Context) error {
 		return fmt.Errorf("dedupe: reclaim: %w", err)
 	}
 	defer b.use.leave()
-	if err := b.commits.exclusive(func() error { return b.db.DropPrefix(reclaimKey) }); err != nil {
+	b.rewrites.Lock()
+	err := b.commits.exclusive(func() error { return b.db.DropPrefix(reclaimKey) })
+	b.rewrites.Unlock()
+	if err != nil {
 		// A flush that failed half way leaves Badger's live memtable also queued for flushing,
 		// which its flusher later finds and asserts on (a crash of the process): the store is
 		// failed, so the pool closes it and reopens it from disk.

@@ -33,6 +33,11 @@ type Store struct {
 	// rewriting reports whether a value-log rewrite is past its start (gc.go);
 	// nil if this Badger does not say.
 	rewriting func() bool
+	// rewrites lets one value-log rewrite or prefix drop run at a time: a
+	// rewrite writes beside the committer once started (gc.go), and a drop
+	// (reclaim.go), which keeps only the committer out, must not swap the
+	// memtable under a rewrite's write-back. Taken before the committer's lock.
+	rewrites sync.Mutex
 	// commits is the only writer (commit.go).
 	commits *committer
 	// leasing holds a one-slot channel per namespace, the turn to Lease.
