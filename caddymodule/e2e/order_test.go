@@ -172,17 +172,8 @@ func TestOrderedTwoNodesOnRedisKeepEachKeysOrderThroughAKill(t *testing.T) {
 	load := startOrderLoad(t, []string{
 		fmt.Sprintf("http://localhost:%d/hooks/orders", a.port), fmt.Sprintf("http://localhost:%d/hooks/orders", b.port),
 	}, orderKeys, orderPerKey, orderSenders)
-	hooktest.WaitFor(t, "a third acknowledged", 2*time.Minute, func() bool { return load.acked.Load() >= orderKeys*orderPerKey/3 })
-	a.kill() // while the app takes events: the heads a held are sent again by b
-	hooktest.WaitFor(t, "half acknowledged", 2*time.Minute, func() bool { return load.acked.Load() >= orderKeys*orderPerKey/2 })
-	app.down.Store(true)
-	time.Sleep(orderDown)
-	app.down.Store(false)
-	load.done.Wait()
-	if n := load.given.Load(); n > 0 {
-		t.Fatalf("%d senders gave up", n)
-	}
-	app.checkOrder(t, orderKeys, orderPerKey)
+	// a is killed while the app takes events: the heads it held are sent again by b.
+	load.throughKillAndOutage(t, app, a.kill)
 }
 
 // TestOrderedBadgerKeepsEachKeysOrderThroughARestart: the same on Badger, the node killed -9
@@ -193,15 +184,23 @@ func TestOrderedBadgerKeepsEachKeysOrderThroughARestart(t *testing.T) {
 	g := orderGateway(t, app, "")
 	g.start(t)
 	load := startOrderLoad(t, []string{fmt.Sprintf("http://localhost:%d/hooks/orders", g.port)}, orderKeys, orderPerKey, orderSenders)
-	hooktest.WaitFor(t, "a third acknowledged", 2*time.Minute, func() bool { return load.acked.Load() >= orderKeys*orderPerKey/3 })
-	g.kill() // while the app takes events: the heads in flight are sent again after the restart
-	g.start(t)
-	hooktest.WaitFor(t, "half acknowledged", 2*time.Minute, func() bool { return load.acked.Load() >= orderKeys*orderPerKey/2 })
+	// g is killed while the app takes events: the heads in flight are sent again after the restart.
+	load.throughKillAndOutage(t, app, func() { g.kill(); g.start(t) })
+}
+
+// throughKillAndOutage runs kill once a third of the events are acknowledged, takes the app down
+// for orderDown once half are, and checks, once the load has ended, that every key's events
+// were taken in order.
+func (l *orderLoad) throughKillAndOutage(t *testing.T, app *orderedApp, kill func()) {
+	t.Helper()
+	hooktest.WaitFor(t, "a third acknowledged", 2*time.Minute, func() bool { return l.acked.Load() >= orderKeys*orderPerKey/3 })
+	kill()
+	hooktest.WaitFor(t, "half acknowledged", 2*time.Minute, func() bool { return l.acked.Load() >= orderKeys*orderPerKey/2 })
 	app.down.Store(true)
 	time.Sleep(orderDown)
 	app.down.Store(false)
-	load.done.Wait()
-	if n := load.given.Load(); n > 0 {
+	l.done.Wait()
+	if n := l.given.Load(); n > 0 {
 		t.Fatalf("%d senders gave up", n)
 	}
 	app.checkOrder(t, orderKeys, orderPerKey)

@@ -317,6 +317,21 @@ func advanceDelivered(txn *badger.Txn, namespace string, p *payload) error {
 	return txn.SetEntry(e)
 }
 
+// deadRecord reads a dead letter's record for Replay and Skip: ErrNotFound if there is none,
+// ErrNotDead if the event is in another state.
+func (b *Store) deadRecord(txn *badger.Txn, ok outboxKeys) (*outboxRecord, error) {
+	old, live, err := getRecord(txn, ok.record, b.clock())
+	switch {
+	case err != nil:
+		return nil, err
+	case !live:
+		return nil, fmt.Errorf("%q: %w", ok.id, dedupe.ErrNotFound)
+	case old.State != dedupe.Dead:
+		return nil, fmt.Errorf("event %q is %s: %w", ok.id, old.State, dedupe.ErrNotDead)
+	}
+	return old, nil
+}
+
 // Replay implements dedupe.Outbox. The event keeps its LastStatus and LastError as
 // a record of why it died, until the next attempt replaces them.
 func (b *Store) Replay(ctx context.Context, namespace, id string, now time.Time) error {
@@ -325,14 +340,9 @@ func (b *Store) Replay(ctx context.Context, namespace, id string, now time.Time)
 		return fmt.Errorf("dedupe: replay: %w", err)
 	}
 	return b.update(ctx, "replay", func(txn *badger.Txn) error {
-		old, live, err := getRecord(txn, ok.record, b.clock())
-		switch {
-		case err != nil:
+		old, err := b.deadRecord(txn, ok)
+		if err != nil {
 			return err
-		case !live:
-			return fmt.Errorf("%q: %w", id, dedupe.ErrNotFound)
-		case old.State != dedupe.Dead:
-			return fmt.Errorf("event %q is %s: %w", id, old.State, dedupe.ErrNotDead)
 		}
 		rec := *old
 		rec.State, rec.Attempts, rec.NextAttempt, rec.UpdatedAt = dedupe.Pending, 0, now, now

@@ -223,14 +223,12 @@ func (b *Store) Skip(ctx context.Context, namespace, id string, now time.Time, k
 		return fmt.Errorf("dedupe: skip: %w", err)
 	}
 	return b.update(ctx, "skip", func(txn *badger.Txn) error {
-		old, live, err := getRecord(txn, ok.record, b.clock())
+		old, err := b.deadRecord(txn, ok)
 		switch {
+		case errors.Is(err, dedupe.ErrNotDead) || err == nil && !old.Holds:
+			return fmt.Errorf("event %q: %w", id, dedupe.ErrNotHeld)
 		case err != nil:
 			return err
-		case !live:
-			return fmt.Errorf("%q: %w", id, dedupe.ErrNotFound)
-		case old.State != dedupe.Dead || !old.Holds:
-			return fmt.Errorf("event %q: %w", id, dedupe.ErrNotHeld)
 		}
 		rec := *old
 		if err := releaseHold(txn, ok, &rec); err != nil {
