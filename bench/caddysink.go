@@ -75,6 +75,8 @@ func (s *caddySink) addr() string { return s.proc.siteAddr() }
 
 func (s *caddySink) cpuTime() time.Duration { return s.proc.cpuTime() }
 
+func (s *caddySink) connections() int64 { return -1 }
+
 // received reads the access log's new lines.
 func (s *caddySink) received() *arrivals {
 	s.mu.Lock()

@@ -35,9 +35,18 @@ func hookgateBlock(extra string) string {
 	return "hookgate {\n\tpreset " + benchPreset + "\n\tsecret " + benchSecret + "\n\tname bench\n" + extra + "}\n"
 }
 
+// proxyTo is the reverse_proxy of reverse_proxy and of hookgate-sync, one block for both. It keeps
+// up to 128 idle connections to the sink (Caddy's default is 32), as docs/operations.md advises in
+// front of sync mode: group commits answer a route's requests in bursts, and with 32 kept idle a
+// default reverse_proxy behind hookgate closes and opens a connection for about one request in
+// eight, some 10 µs of Caddy's CPU per request (the bench prints the connections opened).
+func proxyTo(sink string) string {
+	return "reverse_proxy " + sink + " {\n\ttransport http {\n\t\tkeepalive_idle_conns_per_host 128\n\t}\n}"
+}
+
 // syncHandlers and asyncHandlers are hookgate-sync's and hookgate-async's handlers, on either store.
 func syncHandlers(sink, storage string) string {
-	return hookgateBlock(storage) + "reverse_proxy " + sink
+	return hookgateBlock(storage) + proxyTo(sink)
 }
 
 func asyncHandlers(sink, storage string) string {
@@ -81,7 +90,7 @@ const boundedMaxPending = 2000
 // configs are the configurations, in the order they run.
 var configs = []benchConfig{
 	{name: "respond", handlers: func(string, string) string { return "respond 200" }},
-	{name: "reverse_proxy", handlers: func(sink, _ string) string { return "reverse_proxy " + sink }},
+	{name: "reverse_proxy", handlers: func(sink, _ string) string { return proxyTo(sink) }},
 	{name: "hookgate-sync", hookgate: true, handlers: syncHandlers},
 	{name: "hookgate-sync-redis", hookgate: true, redis: true, handlers: syncHandlers},
 	{name: "hookgate-async", hookgate: true, async: true, handlers: asyncHandlers},
@@ -167,6 +176,8 @@ type configResult struct {
 	machine           cpuShare      // the machine's steal and iowait during the window
 	delivery          delivery      // async: what became of the events acknowledged in the window
 	diskSyncP99       time.Duration // the ledger disk's fdatasync p99 just before the load (probeSync)
+	counted           counters      // Caddy's allocations and group commits in the measured window (scrape.go)
+	upstreamConns     int64         // connections Caddy opened to the upstream in the measured window (-1: not counted)
 }
 
 // runMatrix runs the selected configs one after another and prints the tables, then the
@@ -280,10 +291,13 @@ func runConfig(o options, c benchConfig, source *eventSource) (configResult, err
 	type mark struct {
 		caddy, client, redis, sink time.Duration
 		machine                    cpuTimes
+		counted                    counters
+		conns                      int64
 	}
 	atWindowStart := make(chan mark, 1)
 	time.AfterFunc(o.warmup, func() {
-		atWindowStart <- mark{p.cpuTime(), selfCPUTime(), redisCPU(), s.cpuTime(), readCPUTimes()}
+		counted, _ := scrapeCounters(p.adminPort) // before the CPU marks, so the window does not pay for it; a failed read shows as zeros
+		atWindowStart <- mark{p.cpuTime(), selfCPUTime(), redisCPU(), s.cpuTime(), readCPUTimes(), counted, s.connections()}
 	})
 	res.load = runLoad(loadPlan{target: target, concurrency: o.concurrency, warmup: o.warmup, duration: o.duration, rate: o.rate, source: source})
 	stopped := time.Now()
@@ -291,6 +305,13 @@ func runConfig(o options, c benchConfig, source *eventSource) (configResult, err
 	case start := <-atWindowStart:
 		res.caddyCPU, res.clientCPU, res.redisCPU = p.cpuTime()-start.caddy, selfCPUTime()-start.client, redisCPU()-start.redis
 		res.sinkCPU, res.machine = s.cpuTime()-start.sink, readCPUTimes().since(start.machine)
+		res.upstreamConns = s.connections() - start.conns
+		if start.conns < 0 {
+			res.upstreamConns = -1
+		}
+		if now, err := scrapeCounters(p.adminPort); err == nil {
+			res.counted = now.since(start.counted)
+		}
 	case <-time.After(time.Second): // cannot happen: the load outlasts the warmup
 	}
 	res.inlineSigned = source.inline.Load()

@@ -57,6 +57,11 @@ func printNotes(o options, r configResult) {
 		prefix = fmt.Sprintf("round %d, %s", r.round, r.name)
 	}
 	fmt.Printf("- %s: the ledger disk's fdatasync p99 just before the load, %s ms (%d synced 4 KiB writes).\n", prefix, millis(r.diskSyncP99), syncProbeWrites)
+	fmt.Printf("- %s, in the measured window: %s", prefix, r.counted.per(r.load.requests))
+	if r.upstreamConns >= 0 {
+		fmt.Printf("; %d connections opened to the upstream", r.upstreamConns)
+	}
+	fmt.Println(".")
 	if r.async {
 		fmt.Printf("- %s delivery: %d events acknowledged (202, warmup included); the sink had %d distinct when the load stopped, %d after waiting %v (limit %v); %d redeliveries (Hookgate-Attempt > 1).\n",
 			prefix, r.load.total2xx, r.sinkAtEnd, r.sinkAfterDrain, r.drainTook.Round(10*time.Millisecond), o.drainWait, r.sinkRetries)

@@ -20,6 +20,8 @@ type upstream interface {
 	// cpuTime is the CPU time of the upstream's own process so far (0 for the in-process sink,
 	// whose CPU the client's column counts).
 	cpuTime() time.Duration
+	// connections is how many connections Caddy has opened to the upstream so far (-1: not counted).
+	connections() int64
 	close()
 }
 
@@ -32,6 +34,9 @@ type sink struct {
 	// down makes the sink an upstream that is down: it answers every request 503 with
 	// Retry-After: 1 and records nothing.
 	down atomic.Bool
+	// opened counts the connections accepted: a proxy that keeps its connections alive opens
+	// about as many as it has requests in flight, once.
+	opened atomic.Int64
 }
 
 // startSink listens on a free loopback port and serves until close.
@@ -41,7 +46,11 @@ func startSink() (*sink, error) {
 		return nil, err
 	}
 	s := &sink{listener: l}
-	s.server = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	s.server = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ConnState: func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			s.opened.Add(1)
+		}
+	}}
 	go func() { _ = s.server.Serve(l) }()
 	return s, nil
 }
@@ -52,6 +61,8 @@ func (s *sink) addr() string { return s.listener.Addr().String() }
 func (s *sink) received() *arrivals { return &s.arrivals }
 
 func (s *sink) cpuTime() time.Duration { return 0 }
+
+func (s *sink) connections() int64 { return s.opened.Load() }
 
 // ServeHTTP drains the body, notes the event and answers 200 with an empty body (503 while down).
 func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {

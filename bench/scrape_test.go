@@ -1,0 +1,55 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// metricsAt serves a /metrics page with mallocs allocations and commits group commits of 4
+// requests each, 3/4 of them within 0.3 ms and the rest within 2.7 ms.
+func metricsAt(mallocs, commits int) string {
+	return fmt.Sprintf(`# TYPE go_memstats_mallocs_total counter
+go_memstats_mallocs_total %d
+# TYPE hookgate_ledger_commit_group_size histogram
+hookgate_ledger_commit_group_size_bucket{le="4"} %d
+hookgate_ledger_commit_group_size_bucket{le="+Inf"} %d
+hookgate_ledger_commit_group_size_sum %d
+hookgate_ledger_commit_group_size_count %d
+# TYPE hookgate_ledger_commit_seconds histogram
+hookgate_ledger_commit_seconds_bucket{le="0.0003"} %d
+hookgate_ledger_commit_seconds_bucket{le="0.0027"} %d
+hookgate_ledger_commit_seconds_bucket{le="+Inf"} %d
+hookgate_ledger_commit_seconds_sum 1
+hookgate_ledger_commit_seconds_count %d
+`, mallocs, commits, commits, 4*commits, commits, commits*3/4, commits, commits, commits)
+}
+
+func TestCountersGiveTheWindowsAllocationsAndCommitsPerRequest(t *testing.T) {
+	page := metricsAt(1000, 100)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, page) }))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	port, _ := strconv.Atoi(u.Port())
+
+	start, err := scrapeCounters(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page = metricsAt(1000+250*400, 100+200)
+	end, err := scrapeCounters(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	window := end.since(start)
+	if got, want := window.per(400), "250 allocations per request; 0.50 group commits per request (4.0 ledger writes each; half of them at most 0.30 ms, 99 % at most 2.70 ms)"; got != want {
+		t.Errorf("per request:\n got %s\nwant %s", got, want)
+	}
+	if got := window.commitQuantile(0.75); got != 300*time.Microsecond {
+		t.Errorf("p75 = %v, want the 0.3 ms bucket", got)
+	}
+}
