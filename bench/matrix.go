@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"path/filepath"
@@ -177,6 +178,7 @@ type configResult struct {
 	delivery          delivery      // async: what became of the events acknowledged in the window
 	diskSyncP99       time.Duration // the ledger disk's fdatasync p99 just before the load (probeSync)
 	counted           counters      // Caddy's allocations and group commits in the measured window (scrape.go)
+	countedErr        error         // why counted could not be read
 	upstreamConns     int64         // connections Caddy opened to the upstream in the measured window (-1: not counted)
 }
 
@@ -292,12 +294,13 @@ func runConfig(o options, c benchConfig, source *eventSource) (configResult, err
 		caddy, client, redis, sink time.Duration
 		machine                    cpuTimes
 		counted                    counters
+		countedErr                 error
 		conns                      int64
 	}
 	atWindowStart := make(chan mark, 1)
 	time.AfterFunc(o.warmup, func() {
-		counted, _ := scrapeCounters(p.adminPort) // before the CPU marks, so the window does not pay for it; a failed read shows as zeros
-		atWindowStart <- mark{p.cpuTime(), selfCPUTime(), redisCPU(), s.cpuTime(), readCPUTimes(), counted, s.connections()}
+		counted, err := scrapeCounters(p.adminPort) // before the CPU marks, so the window does not pay for it
+		atWindowStart <- mark{p.cpuTime(), selfCPUTime(), redisCPU(), s.cpuTime(), readCPUTimes(), counted, err, s.connections()}
 	})
 	res.load = runLoad(loadPlan{target: target, concurrency: o.concurrency, warmup: o.warmup, duration: o.duration, rate: o.rate, source: source})
 	stopped := time.Now()
@@ -309,7 +312,8 @@ func runConfig(o options, c benchConfig, source *eventSource) (configResult, err
 		if start.conns < 0 {
 			res.upstreamConns = -1
 		}
-		if now, err := scrapeCounters(p.adminPort); err == nil {
+		now, err := scrapeCounters(p.adminPort)
+		if res.countedErr = errors.Join(start.countedErr, err); res.countedErr == nil {
 			res.counted = now.since(start.counted)
 		}
 	case <-time.After(time.Second): // cannot happen: the load outlasts the warmup

@@ -57,7 +57,11 @@ func printNotes(o options, r configResult) {
 		prefix = fmt.Sprintf("round %d, %s", r.round, r.name)
 	}
 	fmt.Printf("- %s: the ledger disk's fdatasync p99 just before the load, %s ms (%d synced 4 KiB writes).\n", prefix, millis(r.diskSyncP99), syncProbeWrites)
-	fmt.Printf("- %s, in the measured window: %s", prefix, r.counted.per(r.load.requests))
+	counted := r.counted.per(r.load.requests)
+	if r.countedErr != nil {
+		counted = "no allocations or commits (" + r.countedErr.Error() + ")"
+	}
+	fmt.Printf("- %s, in the measured window: %s", prefix, counted)
 	if r.upstreamConns >= 0 {
 		fmt.Printf("; %d connections opened to the upstream", r.upstreamConns)
 	}

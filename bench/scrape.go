@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"time"
@@ -69,14 +70,19 @@ func (c counters) since(earlier counters) counters {
 	return d
 }
 
-// commitQuantile is the upper bound of the bucket that holds quantile q of the commits' times.
-func (c counters) commitQuantile(q float64) time.Duration {
-	for _, bound := range slices.Sorted(maps.Keys(c.commitBuckets)) {
-		if c.commitBuckets[bound] >= q*c.commits {
-			return time.Duration(bound * float64(time.Second))
+// commitQuantile is the upper bound of the bucket that holds quantile q of the commits' times;
+// over is true when q lies beyond the largest finite bound, which is then returned.
+func (c counters) commitQuantile(q float64) (bound time.Duration, over bool) {
+	for _, b := range slices.Sorted(maps.Keys(c.commitBuckets)) {
+		if math.IsInf(b, 1) {
+			return bound, true
+		}
+		bound = time.Duration(b * float64(time.Second))
+		if c.commitBuckets[b] >= q*c.commits {
+			return bound, false
 		}
 	}
-	return 0
+	return bound, true
 }
 
 // per says what the counters come to per request answered in the window.
@@ -86,8 +92,17 @@ func (c counters) per(requests int64) string {
 	}
 	s := fmt.Sprintf("%.0f allocations per request", c.mallocs/float64(requests))
 	if c.commits > 0 {
-		s += fmt.Sprintf("; %.2f group commits per request (%.1f ledger writes each; half of them at most %s ms, 99 %% at most %s ms)",
-			c.commits/float64(requests), c.commitRequests/c.commits, millis(c.commitQuantile(0.5)), millis(c.commitQuantile(0.99)))
+		s += fmt.Sprintf("; %.2f group commits per request (%.1f ledger writes each; half of them %s, 99 %% %s)",
+			c.commits/float64(requests), c.commitRequests/c.commits, c.commitBound(0.5), c.commitBound(0.99))
 	}
 	return s
+}
+
+// commitBound says within what time quantile q of the commits took.
+func (c counters) commitBound(q float64) string {
+	bound, over := c.commitQuantile(q)
+	if over {
+		return "over " + millis(bound) + " ms"
+	}
+	return "at most " + millis(bound) + " ms"
 }

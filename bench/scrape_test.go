@@ -2,10 +2,13 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -49,7 +52,43 @@ func TestCountersGiveTheWindowsAllocationsAndCommitsPerRequest(t *testing.T) {
 	if got, want := window.per(400), "250 allocations per request; 0.50 group commits per request (4.0 ledger writes each; half of them at most 0.30 ms, 99 % at most 2.70 ms)"; got != want {
 		t.Errorf("per request:\n got %s\nwant %s", got, want)
 	}
-	if got := window.commitQuantile(0.75); got != 300*time.Microsecond {
-		t.Errorf("p75 = %v, want the 0.3 ms bucket", got)
+	if got, over := window.commitQuantile(0.75); got != 300*time.Microsecond || over {
+		t.Errorf("p75 = %v (over %v), want the 0.3 ms bucket", got, over)
+	}
+}
+
+func TestCommitsBeyondTheLargestBucketAreSaidToBeOverIt(t *testing.T) {
+	c := counters{commits: 100, commitRequests: 100, commitBuckets: map[float64]float64{0.0003: 50, 0.0027: 98, math.Inf(1): 100}}
+	if got, want := c.commitBound(0.99), "over 2.70 ms"; got != want {
+		t.Errorf("p99 = %q, want %q", got, want)
+	}
+	if got, want := c.commitBound(0.5), "at most 0.30 ms"; got != want {
+		t.Errorf("p50 = %q, want %q", got, want)
+	}
+}
+
+func TestTheSinkCountsTheConnectionsOpenedToIt(t *testing.T) {
+	s, err := startSink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	send := func(c *http.Client) {
+		for range 3 {
+			resp, err := c.Post("http://"+s.addr()+"/", "application/json", strings.NewReader("{}"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}
+	send(&http.Client{Transport: &http.Transport{}})
+	if got := s.connections(); got != 1 {
+		t.Errorf("3 requests on one kept-alive connection: %d connections counted, want 1", got)
+	}
+	send(&http.Client{Transport: &http.Transport{DisableKeepAlives: true}})
+	if got := s.connections(); got != 4 {
+		t.Errorf("then 3 on a connection each: %d connections counted, want 4", got)
 	}
 }
