@@ -56,7 +56,8 @@ func (c *collector) run(step func() error, log badger.Logger) {
 		// Each successful run rewrites one file; go on while files qualify.
 		for {
 			err := step()
-			if errors.Is(err, badger.ErrNoRewrite) || errors.Is(err, badger.ErrRejected) {
+			// A failed store was logged where its write failed, and rewrites nothing until reopened.
+			if errors.Is(err, badger.ErrNoRewrite) || errors.Is(err, badger.ErrRejected) || errors.Is(err, ErrStoreFailed) {
 				break
 			}
 			if err != nil {
@@ -105,6 +106,12 @@ func (c *collector) close() {
 // back, it did not always: goroutine dumps still caught the start faulting
 // them, and requests went up to 0.9 s unanswered during a minute of rewrites.
 //
+// Never on a failed store (failure.go), which writes nothing until it is
+// reopened: a rewrite's write-back would go through the writes that just
+// failed, and its syncs would make the failed group's writes durable. The
+// store's failure is read with the committer kept out, where a group's failure
+// is recorded, so none fails between the check and the rewrite's start.
+//
 // One rewrite at a time, and never beside Reclaim's prefix drop (rewrites):
 // once started, a rewrite writes beside the committer, and a drop swaps the
 // memtable a write-back may be writing into.
@@ -112,7 +119,12 @@ func (b *Store) collectGarbage() error {
 	b.rewrites.Lock()
 	defer b.rewrites.Unlock()
 	b.db.Tables()
-	return b.commits.exclusiveStart(func() error { return b.db.RunValueLogGC(gcDiscardRatio) }, b.rewriting)
+	return b.commits.exclusiveStart(func() error {
+		if err := b.failed.get(); err != nil {
+			return err
+		}
+		return b.db.RunValueLogGC(gcDiscardRatio)
+	}, b.rewriting)
 }
 
 // rewriteFlag is Badger's own record that a value-log rewrite is in flight

@@ -142,3 +142,34 @@ func TestNoCommitBeforeAValueLogRewriteHasStarted(t *testing.T) {
 		t.Fatalf("accept after the rewrite: %v", err)
 	}
 }
+
+// A failed store rewrites no value-log file, though files qualify: it writes nothing until it is
+// reopened.
+func TestAFailedStoreRewritesNoValueLogFile(t *testing.T) {
+	b := openTest(t)
+	ctx := context.Background()
+	acceptAndDeliver(t, b, 3000, bytes.Repeat([]byte("x"), 8<<10))
+	if err := b.update(ctx, "reclaim", func(txn *badger.Txn) error { return txn.Set(reclaimKey, nil) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.commits.exclusive(func() error { return b.db.DropPrefix(reclaimKey) }); err != nil {
+		t.Fatal(err)
+	}
+
+	failCommitsAfterApplying(b)
+	ev := queued("after-the-failure", base)
+	if _, err := b.Accept(ctx, dedupe.Claim{Namespace: ev.Namespace}, ev, time.Hour); err == nil {
+		t.Fatal("Accept whose commit failed: no error")
+	}
+	if err := b.collectGarbage(); !errors.Is(err, ErrStoreFailed) {
+		t.Fatalf("value-log GC of a failed store: %v, want %v", err, ErrStoreFailed)
+	}
+
+	// The same files qualify once the store works: the check above tested a rewrite that was due.
+	b.failed = &failure{}
+	b.commits.failed = b.failed
+	b.commits.commitTxn = (*badger.Txn).Commit
+	if err := b.collectGarbage(); err != nil {
+		t.Fatalf("value-log GC of the working store: %v, want a file rewritten", err)
+	}
+}
