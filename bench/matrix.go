@@ -50,8 +50,12 @@ func syncHandlers(sink, storage string) string {
 	return hookgateBlock(storage) + proxyTo(sink)
 }
 
+// asyncHandlers' deliveries run 64 at a time (`workers 64`), as many as the requests
+// reverse_proxy has in flight to the sink. With the default 16 they fell behind the
+// acknowledgements at saturation, so the window's CPU per acknowledgement left out part of the
+// deliveries' (BENCHMARKS.md, issue 36); at 64 they keep pace, and it is an event's whole cost.
 func asyncHandlers(sink, storage string) string {
-	return hookgateBlock(storage + forwardBlock(sink, unboundedMaxPending))
+	return hookgateBlock(storage + forwardBlock(sink, unboundedMaxPending, "\t\tworkers 64\n"))
 }
 
 // destinationForwards is a route's handlers with a named destination for each of names, on the
