@@ -128,7 +128,7 @@ func runGrowth(o options, factory *eventFactory, c benchConfig) error {
 			extra += forwardBlock(sink, unboundedMaxPending, "\t\tkeep "+ttl+"\n")
 			return hookgateBlock(extra)
 		}
-		return hookgateBlock(extra) + "reverse_proxy " + sink
+		return hookgateBlock(extra) + proxyTo(sink)
 	}
 	settings := "`dedupe_ttl " + ttl + "`"
 	if c.async {

@@ -36,7 +36,8 @@ func hookgateBlock(extra string) string {
 	return "hookgate {\n\tpreset " + benchPreset + "\n\tsecret " + benchSecret + "\n\tname bench\n" + extra + "}\n"
 }
 
-// proxyTo is the reverse_proxy of reverse_proxy and of hookgate-sync, one block for both. It keeps
+// proxyTo is the reverse_proxy of every config that proxies (reverse_proxy, hookgate-sync, and
+// the ledger mode's sync stream), one block for all. It keeps
 // up to 128 idle connections to the sink (Caddy's default is 32), as docs/operations.md advises in
 // front of sync mode: group commits answer a route's requests in bursts, and with 32 kept idle a
 // default reverse_proxy behind hookgate closes and opens a connection for about one request in
