@@ -40,16 +40,22 @@ type loadCounters struct {
 	lastAnswer, silence, slowest atomic.Int64
 }
 
-// answered notes an answer (any status) completed at t, ending any silence before it.
-func (c *loadCounters) answered(t time.Time) {
+// answered notes an answer (any status) completed at t, ending any silence before it, and
+// returns that silence (0 if another answer ended it first).
+func (c *loadCounters) answered(t time.Time) time.Duration {
 	n := t.UnixNano()
 	for old := c.lastAnswer.Load(); n > old; old = c.lastAnswer.Load() {
 		if c.lastAnswer.CompareAndSwap(old, n) {
 			storeMax(&c.silence, n-old)
-			return
+			return time.Duration(n - old)
 		}
 	}
+	return 0
 }
+
+// reportedSilence is the shortest silence a live load reports as it ends, with the time, for
+// its cause to be found in what Caddy was doing then (goroutine dumps, logs).
+const reportedSilence = 500 * time.Millisecond
 
 // silentUntil extends the longest silence to end, for a silence the load ended in.
 func (c *loadCounters) silentUntil(end time.Time) {
@@ -154,7 +160,9 @@ func runLoad(plan loadPlan) loadResult {
 				done := time.Now()
 				storeMax(&counters.slowest, done.Sub(sent).Nanoseconds())
 				if err == nil {
-					counters.answered(done)
+					if silence := counters.answered(done); silence >= reportedSilence {
+						progressf("no answer for %s ms, until %s", millis(silence), done.Format("15:04:05.000"))
+					}
 				}
 				if err == nil && status/100 == 2 {
 					counters.ok2xx.Add(1)
