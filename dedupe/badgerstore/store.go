@@ -30,6 +30,8 @@ type Store struct {
 	// everything (failure.go).
 	failed *failure
 	gc     *collector
+	// advice keeps Badger's maps of the ledger files read at random (readahead.go).
+	advice *adviser
 	// rewriting reports whether a value-log rewrite is past its start (gc.go);
 	// nil if this Badger does not say.
 	rewriting func() bool
@@ -59,7 +61,8 @@ type Store struct {
 // gateway-sized profile (options.go). Writes are group-committed: concurrent
 // Claims, Accepts, Dones, ... share one transaction and one sync, and each
 // returns once its write is synced (commit.go). A background goroutine
-// reclaims value-log space (gc.go) until Close.
+// reclaims value-log space (gc.go) until Close, and another has the ledger
+// files' maps read at random (readahead.go).
 //
 // Leases are held in memory (outbox_leases.go), so the events that were
 // leased when the directory was last closed are due as they were before:
@@ -106,6 +109,7 @@ func openBadger(dir string, previous *Store) (*Store, error) {
 		return nil, fmt.Errorf("dedupe: open %s: counting the backlog: %w", dir, err)
 	}
 	b.gc = startCollector(b.collectGarbage, log)
+	b.advice = startAdviser(dir, log)
 	return b, nil
 }
 
@@ -213,6 +217,7 @@ func (b *Store) Close() error {
 	b.use.close()
 	b.closeWriter()
 	b.gc.close()
+	b.advice.close()
 	if err := b.db.Close(); err != nil {
 		return fmt.Errorf("dedupe: close: %w", err)
 	}

@@ -1,0 +1,97 @@
+package badgerstore
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// mappedFiles finds this process's maps of the ledger files in one directory
+// and advises random reads on each once (readahead.go).
+type mappedFiles struct {
+	// dir is the directory as the kernel names it in /proc/self/maps:
+	// absolute, with symbolic links resolved.
+	dir string
+	// advised holds the maps already advised, by start address and inode,
+	// so that an address Badger maps again for another file is advised anew.
+	advised map[mapping]bool
+}
+
+type mapping struct {
+	start uintptr
+	inode uint64
+}
+
+func newMappedFiles(dir string) *mappedFiles {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	return &mappedFiles{dir: dir, advised: map[mapping]bool{}}
+}
+
+// adviseRandomReads advises MADV_RANDOM on every map of a .sst or .vlog file
+// in the directory that it has not advised yet.
+func (m *mappedFiles) adviseRandomReads() error {
+	f, err := os.Open("/proc/self/maps")
+	if err != nil {
+		return fmt.Errorf("listing the process's maps: %w", err)
+	}
+	defer f.Close()
+	seen := make(map[mapping]bool, len(m.advised))
+	lines := bufio.NewScanner(f)
+	for lines.Scan() {
+		mp, length, ok := m.ledgerMap(lines.Text())
+		if !ok {
+			continue
+		}
+		seen[mp] = true
+		if m.advised[mp] {
+			continue
+		}
+		_, _, errno := unix.Syscall(unix.SYS_MADVISE, mp.start, length, unix.MADV_RANDOM)
+		// ENOMEM: Badger unmapped the file since the list was read.
+		if errno != 0 && !errors.Is(errno, unix.ENOMEM) {
+			return fmt.Errorf("advising random reads of a ledger file: %w", errno)
+		}
+	}
+	if err := lines.Err(); err != nil {
+		return fmt.Errorf("listing the process's maps: %w", err)
+	}
+	m.advised = seen
+	return nil
+}
+
+// ledgerMap parses a line of /proc/self/maps ("start-end perms offset dev
+// inode path") and reports whether it maps a .sst or .vlog file in the
+// directory.
+func (m *mappedFiles) ledgerMap(line string) (mapping, uintptr, bool) {
+	var fields [5]string
+	rest := line
+	for i := range fields {
+		var ok bool
+		if fields[i], rest, ok = strings.Cut(strings.TrimLeft(rest, " "), " "); !ok {
+			return mapping{}, 0, false // a map of no file
+		}
+	}
+	path := strings.TrimLeft(rest, " ")
+	if filepath.Dir(path) != m.dir || (filepath.Ext(path) != ".sst" && filepath.Ext(path) != ".vlog") {
+		return mapping{}, 0, false // not a ledger file, or one deleted: "path (deleted)"
+	}
+	startHex, endHex, _ := strings.Cut(fields[0], "-")
+	start, err1 := strconv.ParseUint(startHex, 16, 64)
+	end, err2 := strconv.ParseUint(endHex, 16, 64)
+	inode, err3 := strconv.ParseUint(fields[4], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || end <= start {
+		return mapping{}, 0, false
+	}
+	return mapping{start: uintptr(start), inode: inode}, uintptr(end - start), true
+}
