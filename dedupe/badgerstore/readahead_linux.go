@@ -12,8 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// mappedFiles finds this process's maps of the ledger files in one directory
-// and advises random reads on each once (readahead.go).
+// mappedFiles finds this process's maps of the tables in one directory and
+// advises random reads on each once (readahead.go).
 type mappedFiles struct {
 	// dir is the directory as the kernel names it in /proc/self/maps:
 	// absolute, with symbolic links resolved.
@@ -38,7 +38,7 @@ func newMappedFiles(dir string) *mappedFiles {
 	return &mappedFiles{dir: dir, advised: map[mapping]bool{}}
 }
 
-// adviseRandomReads advises MADV_RANDOM on every map of a .sst or .vlog file
+// adviseRandomReads advises MADV_RANDOM on every map of a table (.sst file)
 // in the directory that it has not advised yet.
 func (m *mappedFiles) adviseRandomReads() error {
 	f, err := os.Open("/proc/self/maps")
@@ -49,7 +49,7 @@ func (m *mappedFiles) adviseRandomReads() error {
 	seen := make(map[mapping]bool, len(m.advised))
 	lines := bufio.NewScanner(f)
 	for lines.Scan() {
-		mp, length, ok := m.ledgerMap(lines.Text())
+		mp, length, ok := m.tableMap(lines.Text())
 		if !ok {
 			continue
 		}
@@ -60,7 +60,7 @@ func (m *mappedFiles) adviseRandomReads() error {
 		_, _, errno := unix.Syscall(unix.SYS_MADVISE, mp.start, length, unix.MADV_RANDOM)
 		// ENOMEM: Badger unmapped the file since the list was read.
 		if errno != 0 && !errors.Is(errno, unix.ENOMEM) {
-			return fmt.Errorf("advising random reads of a ledger file: %w", errno)
+			return fmt.Errorf("advising random reads of a table: %w", errno)
 		}
 	}
 	if err := lines.Err(); err != nil {
@@ -70,10 +70,9 @@ func (m *mappedFiles) adviseRandomReads() error {
 	return nil
 }
 
-// ledgerMap parses a line of /proc/self/maps ("start-end perms offset dev
-// inode path") and reports whether it maps a .sst or .vlog file in the
-// directory.
-func (m *mappedFiles) ledgerMap(line string) (mapping, uintptr, bool) {
+// tableMap parses a line of /proc/self/maps ("start-end perms offset dev
+// inode path") and reports whether it maps a table in the directory.
+func (m *mappedFiles) tableMap(line string) (mapping, uintptr, bool) {
 	var fields [5]string
 	rest := line
 	for i := range fields {
@@ -83,8 +82,8 @@ func (m *mappedFiles) ledgerMap(line string) (mapping, uintptr, bool) {
 		}
 	}
 	path := strings.TrimLeft(rest, " ")
-	if filepath.Dir(path) != m.dir || (filepath.Ext(path) != ".sst" && filepath.Ext(path) != ".vlog") {
-		return mapping{}, 0, false // not a ledger file, or one deleted: "path (deleted)"
+	if filepath.Dir(path) != m.dir || filepath.Ext(path) != ".sst" {
+		return mapping{}, 0, false // not a table, or one deleted: "path (deleted)"
 	}
 	startHex, endHex, _ := strings.Cut(fields[0], "-")
 	start, err1 := strconv.ParseUint(startHex, 16, 64)

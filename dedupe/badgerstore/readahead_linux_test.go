@@ -2,61 +2,72 @@ package badgerstore
 
 import (
 	"bufio"
-	"bytes"
 	"context"
+	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/hookgate/hookgate/dedupe"
 )
 
-// A table or value-log file Badger maps while the store is open, as a flush makes one, is read
-// at random too: the kernel reads the page a lookup faults, not the disk's readahead around it.
-func TestLedgerFilesAreMappedForRandomReads(t *testing.T) {
+// A table Badger maps while the store is open, as a flush makes one, is read at random too: the
+// kernel reads the page a lookup faults, not the disk's readahead around it.
+func TestTablesAreMappedForRandomReads(t *testing.T) {
 	b := openTest(t)
-	acceptAndDeliver(t, b, 300, bytes.Repeat([]byte("x"), 8<<10))
-	// A flush maps a new table.
+	dir := newMappedFiles(b.dir).dir
+	before := map[string][]string{}
+	for flush := 1; flush <= 2; flush++ {
+		for i := range 100 {
+			ev := queued(fmt.Sprintf("flush-%d-evt-%03d", flush, i), base)
+			if _, err := b.Accept(context.Background(), dedupe.Claim{Namespace: ev.Namespace}, ev, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+		}
+		flushMemtable(t, b)
+		deadline := time.Now().Add(5 * adviseInterval)
+		for {
+			maps := tableMapFlags(t, dir)
+			random, mapped := 0, 0
+			for m, flags := range maps {
+				if slices.Contains(flags, "rr") {
+					random++
+				}
+				if _, ok := before[m]; !ok {
+					mapped++
+				}
+			}
+			if mapped > 0 && random == len(maps) {
+				before = maps
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("flush %d: after %v, %d of the maps of %d tables (%d new) are advised for random reads (VmFlags rr): %v",
+					flush, 5*adviseInterval, random, len(maps), mapped, maps)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// flushMemtable writes the memtable out as a table, as Reclaim does.
+func flushMemtable(t *testing.T, b *Store) {
+	t.Helper()
 	if err := b.update(context.Background(), "flush", func(txn *badger.Txn) error { return txn.Set(reclaimKey, nil) }); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.commits.exclusive(func() error { return b.db.DropPrefix(reclaimKey) }); err != nil {
 		t.Fatal(err)
 	}
-
-	dir := newMappedFiles(b.dir).dir
-	deadline := time.Now().Add(5 * adviseInterval)
-	for {
-		maps := ledgerMapFlags(t, dir)
-		var sst, vlog, random int
-		for path, flags := range maps {
-			switch filepath.Ext(path) {
-			case ".sst":
-				sst++
-			case ".vlog":
-				vlog++
-			}
-			if slices.Contains(flags, "rr") {
-				random++
-			}
-		}
-		if sst > 0 && vlog > 0 && random == len(maps) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v, %d of the maps of %d tables and %d value-log files are advised for random reads (VmFlags rr): %v",
-				5*adviseInterval, random, sst, vlog, maps)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
-// ledgerMapFlags reads /proc/self/smaps: the VmFlags of each map of a .sst or .vlog file in dir,
-// by the map's start and path.
-func ledgerMapFlags(t *testing.T, dir string) map[string][]string {
+// tableMapFlags reads /proc/self/smaps: the VmFlags of each map of a table in dir, by the map's
+// start and path.
+func tableMapFlags(t *testing.T, dir string) map[string][]string {
 	t.Helper()
 	f, err := os.Open("/proc/self/smaps")
 	if err != nil {
@@ -76,7 +87,7 @@ func ledgerMapFlags(t *testing.T, dir string) map[string][]string {
 			current = ""
 			continue
 		}
-		if _, _, ok := m.ledgerMap(line); ok {
+		if _, _, ok := m.tableMap(line); ok {
 			fields := strings.Fields(line)
 			current = fields[0] + " " + fields[len(fields)-1]
 		}
@@ -85,4 +96,27 @@ func ledgerMapFlags(t *testing.T, dir string) map[string][]string {
 		t.Fatal(err)
 	}
 	return flags
+}
+
+// Only the maps of the store's own tables are advised: not its value log, not a table of another
+// directory, not one deleted since.
+func TestOnlyTheStoresTablesAreAdvised(t *testing.T) {
+	m := &mappedFiles{dir: "/var/lib/caddy/hook gate"}
+	for line, want := range map[string]bool{
+		"7f3b6c005000-7f3b6c014000 r--s 00000000 fe:01 1234 /var/lib/caddy/hook gate/000002.sst":           true,
+		"7f3b6c005000-7f3b6c014000 r--s 00000000 fe:01 1234      /var/lib/caddy/hook gate/000002.sst":      true,
+		"7f3b6c005000-7f3b6c014000 rw-s 00000000 fe:01 1235 /var/lib/caddy/hook gate/000001.vlog":          false,
+		"7f3b6c005000-7f3b6c014000 r--s 00000000 fe:01 1236 /var/lib/caddy/other/000002.sst":               false,
+		"7f3b6c005000-7f3b6c014000 r--s 00000000 fe:01 1237 /var/lib/caddy/hook gate/000003.sst (deleted)": false,
+		"7f3b6c005000-7f3b6c014000 rw-p 00000000 00:00 0 ":                                                 false,
+		"7f3b6c005000-7f3b6c014000 rw-p 00000000 00:00 0":                                                  false,
+	} {
+		mp, length, ok := m.tableMap(line)
+		if ok != want {
+			t.Errorf("tableMap(%q) = %v, want %v", line, ok, want)
+		}
+		if ok && (mp != mapping{start: 0x7f3b6c005000, inode: 1234} || length != 0xf000) {
+			t.Errorf("tableMap(%q) = %+v, %#x", line, mp, length)
+		}
+	}
 }
