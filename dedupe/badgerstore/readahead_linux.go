@@ -18,14 +18,17 @@ type mappedFiles struct {
 	// dir is the directory as the kernel names it in /proc/self/maps:
 	// absolute, with symbolic links resolved.
 	dir string
-	// advised holds the maps already advised, by start address and inode,
-	// so that an address Badger maps again for another file is advised anew.
+	// advised holds the maps already advised. A table deleted by a
+	// compaction may leave its address and its inode to a new one (ext4
+	// reuses inodes at once), but never its name: Badger numbers tables
+	// without reuse.
 	advised map[mapping]bool
 }
 
 type mapping struct {
 	start uintptr
 	inode uint64
+	path  string
 }
 
 func newMappedFiles(dir string) *mappedFiles {
@@ -92,5 +95,5 @@ func (m *mappedFiles) tableMap(line string) (mapping, uintptr, bool) {
 	if err1 != nil || err2 != nil || err3 != nil || end <= start {
 		return mapping{}, 0, false
 	}
-	return mapping{start: uintptr(start), inode: inode}, uintptr(end - start), true
+	return mapping{start: uintptr(start), inode: inode, path: path}, uintptr(end - start), true
 }

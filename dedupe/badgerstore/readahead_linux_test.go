@@ -5,12 +5,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"golang.org/x/sys/unix"
 
 	"github.com/hookgate/hookgate/dedupe"
 )
@@ -115,8 +117,53 @@ func TestOnlyTheStoresTablesAreAdvised(t *testing.T) {
 		if ok != want {
 			t.Errorf("tableMap(%q) = %v, want %v", line, ok, want)
 		}
-		if ok && (mp != mapping{start: 0x7f3b6c005000, inode: 1234} || length != 0xf000) {
+		if ok && (mp != mapping{start: 0x7f3b6c005000, inode: 1234, path: "/var/lib/caddy/hook gate/000002.sst"} || length != 0xf000) {
 			t.Errorf("tableMap(%q) = %+v, %#x", line, mp, length)
+		}
+	}
+}
+
+// A compaction deletes tables and maps new ones, and the kernel may give a new table the address
+// and the inode of one it deleted: the new one is advised all the same.
+func TestATableMappedWhereADeletedOneWasIsAdvised(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "000002.sst")
+	if err := os.WriteFile(path, make([]byte, 64<<10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	table, err := unix.Mmap(int(f.Fd()), 0, 64<<10, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(table)
+
+	m := newMappedFiles(dir)
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for line := range strings.Lines(string(maps)) {
+		if mp, _, ok := m.tableMap(strings.TrimSuffix(line, "\n")); ok {
+			// The deleted table 000001.sst was advised at this address, with this inode.
+			m.advised[mapping{start: mp.start, inode: mp.inode, path: filepath.Join(m.dir, "000001.sst")}] = true
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no map of %s in /proc/self/maps", path)
+	}
+	if err := m.adviseRandomReads(); err != nil {
+		t.Fatal(err)
+	}
+	for key, flags := range tableMapFlags(t, m.dir) {
+		if !slices.Contains(flags, "rr") {
+			t.Fatalf("%s is not advised for random reads (VmFlags %v)", key, flags)
 		}
 	}
 }
