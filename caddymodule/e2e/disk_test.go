@@ -19,50 +19,12 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/internal/hooktest"
+	"github.com/hookgate/hookgate/internal/scratchdisk"
 )
 
 // diskImageSize is the scratch filesystem's size: big enough that the default min_free (64 MiB)
 // leaves room for a few thousand 8 KiB events, small enough to fill in seconds.
 const diskImageSize = 128 << 20
-
-// mountScratchExt4 makes an ext4 image, attaches it to a loop device and mounts it; it is
-// unmounted and detached when the test ends, even if it fails. It fails (never skips) when it
-// cannot: the tests run as root, and xcaddy.sh installs the tools.
-func mountScratchExt4(t *testing.T, size int64) string {
-	t.Helper()
-	needRoot(t, "loop-mounting an ext4 image")
-	need(t, "mkfs.ext4", "e2fsprogs")
-	for _, program := range []string{"losetup", "mount", "umount"} {
-		need(t, program, "mount")
-	}
-	run := func(name string, args ...string) string {
-		t.Helper()
-		out, err := exec.Command(name, args...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	img := filepath.Join(t.TempDir(), "ledger.img")
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(img, size); err != nil {
-		t.Fatal(err)
-	}
-	run("mkfs.ext4", "-q", "-F", "-m", "0", img) // no reserved blocks: root sees what others see
-	dev := run("losetup", "--find", "--show", img)
-	t.Cleanup(func() { _ = exec.Command("losetup", "-d", dev).Run() })
-	mnt := t.TempDir()
-	run("mount", dev, mnt)
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v\n%s", mnt, err, out)
-			_ = exec.Command("umount", "-l", mnt).Run()
-		}
-	})
-	return mnt
-}
 
 // logBuffer keeps Caddy's log for the test to read, and shows it in the test's output.
 type logBuffer struct {
@@ -182,7 +144,7 @@ func fillToTheBrim(t *testing.T, path string) {
 func TestFullDiskNeverTakesCaddyDown(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
-	mnt := mountScratchExt4(t, diskImageSize)
+	mnt := scratchdisk.Mount(t, diskImageSize).Dir
 	upPort := hooktest.FreePort(t)
 	g, other := diskGateway(t, filepath.Join(mnt, "ledger"), upPort)
 	log := &logBuffer{t: t}

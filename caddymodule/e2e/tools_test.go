@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"os"
 	"os/exec"
 	"testing"
 )
@@ -17,12 +16,4 @@ func need(t *testing.T, program, pkg string) string {
 		t.Fatalf("%s is not installed: apt-get update && apt-get install -y %s (./xcaddy.sh test installs it): %v", program, pkg, err)
 	}
 	return path
-}
-
-// needRoot fails the test unless it runs as root, which what it does (why) needs.
-func needRoot(t *testing.T, why string) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatalf("%s needs root: run the end-to-end tests as root (./xcaddy.sh test is run as root)", why)
-	}
 }

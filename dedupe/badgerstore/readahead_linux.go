@@ -8,9 +8,69 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
+
+// probeSize is the size of the file readAround maps: twice a table, so a
+// fault in its middle can read a table's worth either side.
+const probeSize = 2 << 20
+
+// readAround measures how much one fault in a map of a file in dir reads
+// into the page cache: it writes a file there, drops it from the page cache,
+// maps it, reads one byte in its middle and counts the pages now in memory.
+// It returns 0 where the file cannot be dropped from memory (tmpfs), which
+// has nothing to read.
+func readAround(dir string) (int, error) {
+	f, err := os.CreateTemp(dir, "readahead-*.probe")
+	if err != nil {
+		return 0, fmt.Errorf("probing it: %w", err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	if _, err := f.Write(make([]byte, probeSize)); err != nil {
+		return 0, fmt.Errorf("probing it: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return 0, fmt.Errorf("probing it: %w", err)
+	}
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		return 0, fmt.Errorf("probing it: %w", err)
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, probeSize, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return 0, fmt.Errorf("probing it: %w", err)
+	}
+	defer unix.Munmap(data)
+	before, err := residentPages(data)
+	if err != nil || before > 0 {
+		return 0, err
+	}
+	_ = readByte(data, probeSize/2)
+	after, err := residentPages(data)
+	return after * os.Getpagesize(), err
+}
+
+// readByte reads data[i] where the compiler cannot leave it out.
+//
+//go:noinline
+func readByte(data []byte, i int) byte { return data[i] }
+
+// residentPages counts the pages of a map that are in memory (mincore).
+func residentPages(data []byte) (int, error) {
+	page := os.Getpagesize()
+	vec := make([]byte, (len(data)+page-1)/page)
+	_, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(unsafe.SliceData(data))), uintptr(len(data)), uintptr(unsafe.Pointer(unsafe.SliceData(vec))))
+	if errno != 0 {
+		return 0, fmt.Errorf("probing it: mincore: %w", errno)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n, nil
+}
 
 // mappedFiles finds this process's maps of the tables in one directory and
 // advises random reads on each once (readahead.go).

@@ -15,25 +15,22 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hookgate/hookgate/dedupe"
+	"github.com/hookgate/hookgate/internal/scratchdisk"
 )
 
-// A table Badger maps while the store is open, as a flush makes one, is read at random too: the
-// kernel reads the page a lookup faults, not the disk's readahead around it.
+// On a disk that reads 8 MiB around a fault, a table Badger maps while the store is open, as a
+// flush makes one, is read at random: the kernel reads the page a lookup faults, not 8 MiB around
+// it.
 func TestTablesAreMappedForRandomReads(t *testing.T) {
-	b := openTest(t)
-	dir := newMappedFiles(b.dir).dir
+	disk := scratchdisk.Mount(t, 64<<20)
+	disk.SetReadAhead(t, 8192)
+	b := openTestIn(t, disk.Dir)
 	before := map[string][]string{}
 	for flush := 1; flush <= 2; flush++ {
-		for i := range 100 {
-			ev := queued(fmt.Sprintf("flush-%d-evt-%03d", flush, i), base)
-			if _, err := b.Accept(context.Background(), dedupe.Claim{Namespace: ev.Namespace}, ev, time.Hour); err != nil {
-				t.Fatal(err)
-			}
-		}
-		flushMemtable(t, b)
+		acceptAndFlush(t, b, flush)
 		deadline := time.Now().Add(5 * adviseInterval)
 		for {
-			maps := tableMapFlags(t, dir)
+			maps := tableMapFlags(t, disk.Dir)
 			random, mapped := 0, 0
 			for m, flags := range maps {
 				if slices.Contains(flags, "rr") {
@@ -54,6 +51,40 @@ func TestTablesAreMappedForRandomReads(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
+}
+
+// On a disk with the kernel's default readahead (128 KiB), the tables keep it: reading at random
+// would cost them their place in the page cache (readahead.go).
+func TestTablesKeepTheDefaultReadahead(t *testing.T) {
+	disk := scratchdisk.Mount(t, 64<<20)
+	disk.SetReadAhead(t, 128)
+	if around, err := readAround(disk.Dir); err != nil || around != defaultReadAround {
+		t.Fatalf("one fault read %d bytes (%v), want the readahead set, %d", around, err, defaultReadAround)
+	}
+	b := openTestIn(t, disk.Dir)
+	acceptAndFlush(t, b, 1)
+	time.Sleep(2 * adviseInterval) // as long as the adviser would take, were it running
+	maps := tableMapFlags(t, disk.Dir)
+	if len(maps) == 0 {
+		t.Fatal("no table mapped after a flush: the test exercised nothing")
+	}
+	for key, flags := range maps {
+		if slices.Contains(flags, "rr") {
+			t.Errorf("%s is advised for random reads (VmFlags %v) on a disk with the default readahead", key, flags)
+		}
+	}
+}
+
+// acceptAndFlush accepts a hundred events and writes the memtable out as a new table.
+func acceptAndFlush(t *testing.T, b *Store, round int) {
+	t.Helper()
+	for i := range 100 {
+		ev := queued(fmt.Sprintf("round-%d-evt-%03d", round, i), base)
+		if _, err := b.Accept(context.Background(), dedupe.Claim{Namespace: ev.Namespace}, ev, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flushMemtable(t, b)
 }
 
 // flushMemtable writes the memtable out as a table, as Reclaim does.

@@ -16,7 +16,13 @@ import (
 
 func openTest(t testing.TB) *Store {
 	t.Helper()
-	b, err := Open(t.TempDir())
+	return openTestIn(t, t.TempDir())
+}
+
+// openTestIn is openTest in dir.
+func openTestIn(t testing.TB, dir string) *Store {
+	t.Helper()
+	b, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
