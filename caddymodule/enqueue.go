@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dustin/go-humanize"
+
 	"github.com/hookgate/hookgate/dedupe"
 	"github.com/hookgate/hookgate/internal/jsonpath"
 )
