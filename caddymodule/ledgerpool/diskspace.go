@@ -89,8 +89,9 @@ func (w *diskWatermark) isLow() bool {
 // roomToOpen reports whether there is room to open the ledger: half of minFree. Below minFree
 // accepts are refused, but a ledger opened after a restart must still be able to deliver its
 // backlog (and so free its space), or a gateway restarted below the watermark would never come
-// back by itself; the open itself writes only a page of a new WAL, the deliverer's writes are
-// small, and the other half stays for the flushes and compactions they cause.
+// back by itself; the open itself writes a page of a new WAL and, for a moment, a 2 MiB file
+// that measures the disk's readahead (badgerstore's readahead_linux.go), the deliverer's writes
+// are small, and the other half stays for the flushes and compactions they cause.
 func (w *diskWatermark) roomToOpen() (avail, need uint64, ok bool) {
 	avail, minFree, _ := w.read()
 	return avail, minFree / 2, avail >= minFree/2

@@ -13,6 +13,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// probePattern names the file readAround maps, in the ledger's directory,
+// where Badger ignores it.
+const probePattern = "readahead-*.probe"
+
 // probeSize is the size of the file readAround maps: twice a table, so a
 // fault in its middle can read a table's worth either side.
 const probeSize = 2 << 20
@@ -20,10 +24,19 @@ const probeSize = 2 << 20
 // readAround measures how much one fault in a map of a file in dir reads
 // into the page cache: it writes a file there, drops it from the page cache,
 // maps it, reads one byte in its middle and counts the pages now in memory.
-// It returns 0 where the file cannot be dropped from memory (tmpfs), which
-// has nothing to read.
+// That is a lower bound: mincore counts the pages whose read has completed,
+// and the fault returns once its own page is in, the part before it with it
+// (the kernel reads around a fault from before it), so a readahead above the
+// default always measures above it. It returns 0 where the file cannot be
+// dropped from memory (tmpfs), which has nothing to read. It first removes
+// the probes of a process that died while measuring: Open holds the
+// directory's lock, so no other probe is in flight.
 func readAround(dir string) (int, error) {
-	f, err := os.CreateTemp(dir, "readahead-*.probe")
+	leftovers, _ := filepath.Glob(filepath.Join(dir, probePattern))
+	for _, path := range leftovers {
+		_ = os.Remove(path)
+	}
+	f, err := os.CreateTemp(dir, probePattern)
 	if err != nil {
 		return 0, fmt.Errorf("probing it: %w", err)
 	}
