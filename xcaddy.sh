@@ -62,11 +62,12 @@ run() {
 	exec ./caddy run --config Caddyfile --adapter caddyfile
 }
 
-# The full-disk test mounts a small ext4 image on a loop device (as root); the Redis tests start
-# their own redis-server processes (never the system service) and build a cluster with redis-cli;
-# verify's oracle tests run the providers' npm libraries under node; the dead-letter page's test
-# drives Debian's chromium headless; the alert rules' tests run promtool and a prometheus server of
-# their own (never the package's service).
+# The full-disk test and the ledger's readahead tests mount small ext4 images on loop devices (as
+# root), the latter to set a device's readahead; the Redis tests start their own redis-server
+# processes (never the system service) and build a cluster with redis-cli; verify's oracle tests
+# run the providers' npm libraries under node; the dead-letter page's test drives Debian's chromium
+# headless; the alert rules' tests run promtool and a prometheus server of their own (never the
+# package's service).
 test_tools() {
 	local missing=()
 	command -v mkfs.ext4 >/dev/null || missing+=(e2fsprogs)
