@@ -85,8 +85,8 @@ func residentPages(data []byte) (int, error) {
 	return n, nil
 }
 
-// mappedFiles finds this process's maps of the tables in one directory and
-// advises random reads on each once (readahead.go).
+// mappedFiles finds this process's maps of the ledger's files in one
+// directory and advises random reads on each once (readahead.go).
 type mappedFiles struct {
 	// dir is the directory as the kernel names it in /proc/self/maps:
 	// absolute, with symbolic links resolved.
@@ -115,7 +115,7 @@ func newMappedFiles(dir string) *mappedFiles {
 }
 
 // adviseRandomReads advises MADV_RANDOM on every map of a table (.sst file)
-// in the directory that it has not advised yet.
+// or value-log file (.vlog) in the directory that it has not advised yet.
 func (m *mappedFiles) adviseRandomReads() error {
 	f, err := os.Open("/proc/self/maps")
 	if err != nil {
@@ -125,7 +125,7 @@ func (m *mappedFiles) adviseRandomReads() error {
 	seen := make(map[mapping]bool, len(m.advised))
 	lines := bufio.NewScanner(f)
 	for lines.Scan() {
-		mp, length, ok := m.tableMap(lines.Text())
+		mp, length, ok := m.ledgerMap(lines.Text())
 		if !ok {
 			continue
 		}
@@ -136,7 +136,7 @@ func (m *mappedFiles) adviseRandomReads() error {
 		_, _, errno := unix.Syscall(unix.SYS_MADVISE, mp.start, length, unix.MADV_RANDOM)
 		// ENOMEM: Badger unmapped the file since the list was read.
 		if errno != 0 && !errors.Is(errno, unix.ENOMEM) {
-			return fmt.Errorf("advising random reads of a table: %w", errno)
+			return fmt.Errorf("advising random reads of a ledger file: %w", errno)
 		}
 	}
 	if err := lines.Err(); err != nil {
@@ -146,9 +146,10 @@ func (m *mappedFiles) adviseRandomReads() error {
 	return nil
 }
 
-// tableMap parses a line of /proc/self/maps ("start-end perms offset dev
-// inode path") and reports whether it maps a table in the directory.
-func (m *mappedFiles) tableMap(line string) (mapping, uintptr, bool) {
+// ledgerMap parses a line of /proc/self/maps ("start-end perms offset dev
+// inode path") and reports whether it maps a table or a value-log file in
+// the directory.
+func (m *mappedFiles) ledgerMap(line string) (mapping, uintptr, bool) {
 	var fields [5]string
 	rest := line
 	for i := range fields {
@@ -158,8 +159,8 @@ func (m *mappedFiles) tableMap(line string) (mapping, uintptr, bool) {
 		}
 	}
 	path := strings.TrimLeft(rest, " ")
-	if filepath.Dir(path) != m.dir || filepath.Ext(path) != ".sst" {
-		return mapping{}, 0, false // not a table, or one deleted: "path (deleted)"
+	if filepath.Dir(path) != m.dir || (filepath.Ext(path) != ".sst" && filepath.Ext(path) != ".vlog") {
+		return mapping{}, 0, false // not the ledger's, or deleted: "path (deleted)"
 	}
 	startHex, endHex, _ := strings.Cut(fields[0], "-")
 	start, err1 := strconv.ParseUint(startHex, 16, 64)

@@ -18,10 +18,10 @@ import (
 	"github.com/hookgate/hookgate/internal/scratchdisk"
 )
 
-// On a disk that reads 8 MiB around a fault, a table Badger maps while the store is open, as a
-// flush makes one, is read at random: the kernel reads the page a lookup faults, not 8 MiB around
-// it.
-func TestTablesAreMappedForRandomReads(t *testing.T) {
+// On a disk that reads 8 MiB around a fault, the value log and a table Badger maps while the
+// store is open, as a flush makes one, are read at random: the kernel reads the page a lookup
+// faults, not 8 MiB around it.
+func TestLedgerFilesAreMappedForRandomReads(t *testing.T) {
 	disk := scratchdisk.Mount(t, 64<<20)
 	disk.SetReadAhead(t, 8192)
 	b := openTestIn(t, disk.Dir)
@@ -30,7 +30,7 @@ func TestTablesAreMappedForRandomReads(t *testing.T) {
 		acceptAndFlush(t, b, flush)
 		deadline := time.Now().Add(5 * adviseInterval)
 		for {
-			maps := tableMapFlags(t, disk.Dir)
+			maps := ledgerMapFlags(t, disk.Dir)
 			random, mapped := 0, 0
 			for m, flags := range maps {
 				if slices.Contains(flags, "rr") {
@@ -45,7 +45,7 @@ func TestTablesAreMappedForRandomReads(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("flush %d: after %v, %d of the maps of %d tables (%d new) are advised for random reads (VmFlags rr): %v",
+				t.Fatalf("flush %d: after %v, %d of the maps of %d ledger files (%d new) are advised for random reads (VmFlags rr): %v",
 					flush, 5*adviseInterval, random, len(maps), mapped, maps)
 			}
 			time.Sleep(50 * time.Millisecond)
@@ -53,9 +53,9 @@ func TestTablesAreMappedForRandomReads(t *testing.T) {
 	}
 }
 
-// On a disk with the kernel's default readahead (128 KiB), the tables keep it: reading at random
-// would cost them their place in the page cache (readahead.go).
-func TestTablesKeepTheDefaultReadahead(t *testing.T) {
+// On a disk with the kernel's default readahead (128 KiB), the ledger's files keep it: reading at
+// random would cost them their place in the page cache (readahead.go).
+func TestLedgerFilesKeepTheDefaultReadahead(t *testing.T) {
 	disk := scratchdisk.Mount(t, 64<<20)
 	disk.SetReadAhead(t, 128)
 	if around, err := readAround(disk.Dir); err != nil || around != defaultReadAround {
@@ -64,7 +64,7 @@ func TestTablesKeepTheDefaultReadahead(t *testing.T) {
 	b := openTestIn(t, disk.Dir)
 	acceptAndFlush(t, b, 1)
 	time.Sleep(2 * adviseInterval) // as long as the adviser would take, were it running
-	maps := tableMapFlags(t, disk.Dir)
+	maps := ledgerMapFlags(t, disk.Dir)
 	if len(maps) == 0 {
 		t.Fatal("no table mapped after a flush: the test exercised nothing")
 	}
@@ -98,9 +98,9 @@ func flushMemtable(t *testing.T, b *Store) {
 	}
 }
 
-// tableMapFlags reads /proc/self/smaps: the VmFlags of each map of a table in dir, by the map's
-// start and path.
-func tableMapFlags(t *testing.T, dir string) map[string][]string {
+// ledgerMapFlags reads /proc/self/smaps: the VmFlags of each map of a table or value-log file in
+// dir, by the map's start and path.
+func ledgerMapFlags(t *testing.T, dir string) map[string][]string {
 	t.Helper()
 	f, err := os.Open("/proc/self/smaps")
 	if err != nil {
@@ -120,7 +120,7 @@ func tableMapFlags(t *testing.T, dir string) map[string][]string {
 			current = ""
 			continue
 		}
-		if _, _, ok := m.tableMap(line); ok {
+		if _, _, ok := m.ledgerMap(line); ok {
 			fields := strings.Fields(line)
 			current = fields[0] + " " + fields[len(fields)-1]
 		}
@@ -131,25 +131,26 @@ func tableMapFlags(t *testing.T, dir string) map[string][]string {
 	return flags
 }
 
-// Only the maps of the store's own tables are advised: not its value log, not a table of another
-// directory, not one deleted since.
-func TestOnlyTheStoresTablesAreAdvised(t *testing.T) {
+// Only the maps of the store's own tables and value-log files are advised: not its memtables'
+// write-ahead logs, not a file of another directory, not one deleted since.
+func TestOnlyTheStoresLedgerFilesAreAdvised(t *testing.T) {
 	m := &mappedFiles{dir: "/var/lib/caddy/hook gate"}
-	for line, want := range map[string]bool{
-		"7f3b6c005000-7f3b6c014000 r--s 00000000 fe:01 1234 /var/lib/caddy/hook gate/000002.sst":           true,
-		"7f3b6c005000-7f3b6c014000 r--s 00000000 fe:01 1234      /var/lib/caddy/hook gate/000002.sst":      true,
-		"7f3b6c005000-7f3b6c014000 rw-s 00000000 fe:01 1235 /var/lib/caddy/hook gate/000001.vlog":          false,
-		"7f3b6c005000-7f3b6c014000 r--s 00000000 fe:01 1236 /var/lib/caddy/other/000002.sst":               false,
-		"7f3b6c005000-7f3b6c014000 r--s 00000000 fe:01 1237 /var/lib/caddy/hook gate/000003.sst (deleted)": false,
-		"7f3b6c005000-7f3b6c014000 rw-p 00000000 00:00 0 ":                                                 false,
-		"7f3b6c005000-7f3b6c014000 rw-p 00000000 00:00 0":                                                  false,
+	for line, want := range map[string]string{
+		"7f3b6c005000-7f3b6c014000 r--s 00000000 fe:01 1234 /var/lib/caddy/hook gate/000002.sst":           "/var/lib/caddy/hook gate/000002.sst",
+		"7f3b6c005000-7f3b6c014000 r--s 00000000 fe:01 1234      /var/lib/caddy/hook gate/000002.sst":      "/var/lib/caddy/hook gate/000002.sst",
+		"7f3b6c005000-7f3b6c014000 rw-s 00000000 fe:01 1234 /var/lib/caddy/hook gate/000001.vlog":          "/var/lib/caddy/hook gate/000001.vlog",
+		"7f3b6c005000-7f3b6c014000 rw-s 00000000 fe:01 1234 /var/lib/caddy/hook gate/00001.mem":            "",
+		"7f3b6c005000-7f3b6c014000 r--s 00000000 fe:01 1234 /var/lib/caddy/other/000002.sst":               "",
+		"7f3b6c005000-7f3b6c014000 r--s 00000000 fe:01 1234 /var/lib/caddy/hook gate/000003.sst (deleted)": "",
+		"7f3b6c005000-7f3b6c014000 rw-p 00000000 00:00 0 ":                                                 "",
+		"7f3b6c005000-7f3b6c014000 rw-p 00000000 00:00 0":                                                  "",
 	} {
-		mp, length, ok := m.tableMap(line)
-		if ok != want {
-			t.Errorf("tableMap(%q) = %v, want %v", line, ok, want)
+		mp, length, ok := m.ledgerMap(line)
+		if ok != (want != "") {
+			t.Errorf("ledgerMap(%q) = %v, want %v", line, ok, want != "")
 		}
-		if ok && (mp != mapping{start: 0x7f3b6c005000, inode: 1234, path: "/var/lib/caddy/hook gate/000002.sst"} || length != 0xf000) {
-			t.Errorf("tableMap(%q) = %+v, %#x", line, mp, length)
+		if ok && (mp != mapping{start: 0x7f3b6c005000, inode: 1234, path: want} || length != 0xf000) {
+			t.Errorf("ledgerMap(%q) = %+v, %#x", line, mp, length)
 		}
 	}
 }
@@ -181,9 +182,9 @@ func TestATableMappedWhereADeletedOneWasIsAdvised(t *testing.T) {
 	var found bool
 	for line := range strings.Lines(string(maps)) {
 		line = strings.TrimSuffix(line, "\n")
-		if _, _, ok := m.tableMap(line); ok {
+		if _, _, ok := m.ledgerMap(line); ok {
 			// The deleted table 000001.sst was advised at this address, with this inode.
-			deleted, _, _ := m.tableMap(strings.Replace(line, "000002.sst", "000001.sst", 1))
+			deleted, _, _ := m.ledgerMap(strings.Replace(line, "000002.sst", "000001.sst", 1))
 			m.advised[deleted] = true
 			found = true
 		}
@@ -194,7 +195,7 @@ func TestATableMappedWhereADeletedOneWasIsAdvised(t *testing.T) {
 	if err := m.adviseRandomReads(); err != nil {
 		t.Fatal(err)
 	}
-	for key, flags := range tableMapFlags(t, m.dir) {
+	for key, flags := range ledgerMapFlags(t, m.dir) {
 		if !slices.Contains(flags, "rr") {
 			t.Fatalf("%s is not advised for random reads (VmFlags %v)", key, flags)
 		}
