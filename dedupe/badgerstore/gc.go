@@ -3,7 +3,6 @@ package badgerstore
 import (
 	"errors"
 	"reflect"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -28,56 +27,37 @@ const (
 	gcDiscardRatio = 0.5
 )
 
-// collector runs value-log garbage collection in the background until stopped.
-type collector struct {
-	stop     chan struct{}
-	stopOnce sync.Once
-	done     chan struct{}
-}
-
 // startCollector starts collecting garbage every gcInterval, by calling step
-// (Badger.collectGarbage).
-func startCollector(step func() error, log badger.Logger) *collector {
-	c := &collector{stop: make(chan struct{}), done: make(chan struct{})}
-	go c.run(step, log)
-	return c
-}
-
-func (c *collector) run(step func() error, log badger.Logger) {
-	defer close(c.done)
-	tick := time.NewTicker(gcInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-c.stop:
-			return
-		case <-tick.C:
-		}
-		// Each successful run rewrites one file; go on while files qualify.
+// (Store.collectGarbage), until closed.
+func startCollector(step func() error, log badger.Logger) *background {
+	return startBackground(func(stop <-chan struct{}) {
+		tick := time.NewTicker(gcInterval)
+		defer tick.Stop()
 		for {
-			err := step()
-			// A failed store was logged where its write failed, and rewrites nothing until reopened.
-			if errors.Is(err, badger.ErrNoRewrite) || errors.Is(err, badger.ErrRejected) || errors.Is(err, ErrStoreFailed) {
-				break
-			}
-			if err != nil {
-				log.Warningf("value log GC: %v", err)
-				break
-			}
 			select {
-			case <-c.stop:
+			case <-stop:
 				return
-			default:
+			case <-tick.C:
+			}
+			// Each successful run rewrites one file; go on while files qualify.
+			for {
+				err := step()
+				// A failed store was logged where its write failed, and rewrites nothing until reopened.
+				if errors.Is(err, badger.ErrNoRewrite) || errors.Is(err, badger.ErrRejected) || errors.Is(err, ErrStoreFailed) {
+					break
+				}
+				if err != nil {
+					log.Warningf("value log GC: %v", err)
+					break
+				}
+				select {
+				case <-stop:
+					return
+				default:
+				}
 			}
 		}
-	}
-}
-
-// close stops the collector and waits for a run in progress to finish. It
-// may be called more than once.
-func (c *collector) close() {
-	c.stopOnce.Do(func() { close(c.stop) })
-	<-c.done
+	})
 }
 
 // collectGarbage rewrites at most one value-log file that qualifies, or

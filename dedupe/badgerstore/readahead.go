@@ -1,7 +1,6 @@
 package badgerstore
 
 import (
-	"sync"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -40,51 +39,32 @@ const adviseInterval = time.Second
 // (read_ahead_kb 128): on such a disk the ledger's files keep it.
 const defaultReadAround = 128 << 10
 
-// adviser advises the kernel of the store's new maps every adviseInterval until
-// stopped.
-type adviser struct {
-	stop     chan struct{}
-	stopOnce sync.Once
-	done     chan struct{}
-}
-
-// startAdviser starts advising the maps of the ledger's files in dir, at once and
-// then every adviseInterval, if a fault there reads more than
-// defaultReadAround; otherwise it does nothing. A failure is logged once and
-// ends it: reads stay correct, only slower under memory pressure.
-func startAdviser(dir string, log badger.Logger) *adviser {
-	a := &adviser{stop: make(chan struct{}), done: make(chan struct{})}
+// startAdviser starts advising the maps of the ledger's files in dir, at once
+// and then every adviseInterval until closed, if a fault there reads more
+// than defaultReadAround; otherwise it does nothing. A failure is logged once
+// and ends it: reads stay correct, only slower under memory pressure.
+func startAdviser(dir string, log badger.Logger) *background {
 	around, err := readAround(dir)
 	if err != nil {
 		log.Warningf("the ledger's files are read with the disk's readahead: %v", err)
 	}
 	if err != nil || around <= defaultReadAround {
-		close(a.done)
-		return a
+		return startBackground(func(<-chan struct{}) {})
 	}
-	go a.run(newMappedFiles(dir), log)
-	return a
-}
-
-func (a *adviser) run(files *mappedFiles, log badger.Logger) {
-	defer close(a.done)
-	tick := time.NewTicker(adviseInterval)
-	defer tick.Stop()
-	for {
-		if err := files.adviseRandomReads(); err != nil {
-			log.Warningf("the ledger's files are read with the disk's readahead: %v", err)
-			return
+	files := newMappedFiles(dir)
+	return startBackground(func(stop <-chan struct{}) {
+		tick := time.NewTicker(adviseInterval)
+		defer tick.Stop()
+		for {
+			if err := files.adviseRandomReads(); err != nil {
+				log.Warningf("the ledger's files are read with the disk's readahead: %v", err)
+				return
+			}
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
 		}
-		select {
-		case <-a.stop:
-			return
-		case <-tick.C:
-		}
-	}
-}
-
-// close stops the adviser and waits for it. It may be called more than once.
-func (a *adviser) close() {
-	a.stopOnce.Do(func() { close(a.stop) })
-	<-a.done
+	})
 }

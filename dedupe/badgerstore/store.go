@@ -29,9 +29,9 @@ type Store struct {
 	// failed is set by the first write that fails; the store then refuses
 	// everything (failure.go).
 	failed *failure
-	gc     *collector
+	gc     *background
 	// advice keeps Badger's maps of the ledger files read at random (readahead.go).
-	advice *adviser
+	advice *background
 	// rewriting reports whether a value-log rewrite is past its start (gc.go);
 	// nil if this Badger does not say.
 	rewriting func() bool
